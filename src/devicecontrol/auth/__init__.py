@@ -1,0 +1,1 @@
+"""Login, renew and the bearer-token check."""

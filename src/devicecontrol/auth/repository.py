@@ -1,0 +1,110 @@
+"""Queries for clients, users' credentials and tokens. No rules here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Row, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.tables import access_tokens, clients, refresh_tokens, users
+
+
+async def find_client(connection: AsyncConnection, client_id: str) -> Row | None:
+    query = select(clients.c.id, clients.c.secret_digest).where(clients.c.client_id == client_id)
+    return (await connection.execute(query)).first()
+
+
+async def find_login_user(connection: AsyncConnection, username_key: str) -> Row | None:
+    query = select(users.c.id, users.c.password_hash, users.c.disabled_at).where(
+        users.c.username_key == username_key
+    )
+    return (await connection.execute(query)).first()
+
+
+async def insert_refresh_token(
+    connection: AsyncConnection,
+    *,
+    token_digest: str,
+    user_id: int,
+    client_pk: int,
+    now: datetime,
+    expires_at: datetime,
+) -> int:
+    result = await connection.execute(
+        insert(refresh_tokens)
+        .values(
+            digest=token_digest,
+            user_id=user_id,
+            client_pk=client_pk,
+            created_at=now,
+            expires_at=expires_at,
+        )
+        .returning(refresh_tokens.c.id)
+    )
+    return result.scalar_one()
+
+
+async def insert_access_token(
+    connection: AsyncConnection,
+    *,
+    token_digest: str,
+    user_id: int,
+    client_pk: int,
+    refresh_token_id: int | None,
+    now: datetime,
+    expires_at: datetime,
+) -> None:
+    await connection.execute(
+        insert(access_tokens).values(
+            digest=token_digest,
+            user_id=user_id,
+            client_pk=client_pk,
+            refresh_token_id=refresh_token_id,
+            created_at=now,
+            expires_at=expires_at,
+        )
+    )
+
+
+async def find_live_refresh_token(
+    connection: AsyncConnection, token_digest: str, now: datetime
+) -> Row | None:
+    """The unexpired, unrevoked refresh token with this digest, if its user is still active."""
+    query = (
+        select(refresh_tokens.c.id, refresh_tokens.c.user_id, refresh_tokens.c.client_pk)
+        .join(users, users.c.id == refresh_tokens.c.user_id)
+        .where(
+            refresh_tokens.c.digest == token_digest,
+            refresh_tokens.c.revoked_at.is_(None),
+            refresh_tokens.c.expires_at > now,
+            users.c.disabled_at.is_(None),
+        )
+    )
+    return (await connection.execute(query)).first()
+
+
+async def find_access_token_user(
+    connection: AsyncConnection, token_digest: str, now: datetime
+) -> int | None:
+    """The user id behind a live access token of an active user: the check on every call."""
+    query = (
+        select(access_tokens.c.user_id)
+        .join(users, users.c.id == access_tokens.c.user_id)
+        .where(
+            access_tokens.c.digest == token_digest,
+            access_tokens.c.revoked_at.is_(None),
+            access_tokens.c.expires_at > now,
+            users.c.disabled_at.is_(None),
+        )
+    )
+    return (await connection.execute(query)).scalar_one_or_none()
+
+
+async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: datetime) -> None:
+    for table in (access_tokens, refresh_tokens):
+        await connection.execute(
+            update(table)
+            .where(table.c.user_id == user_id, table.c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )

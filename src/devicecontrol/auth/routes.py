@@ -1,0 +1,90 @@
+"""POST /auth/login and /auth/renew: JSON or form bodies, RFC 6749 errors, no caching."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+from urllib.parse import unquote
+
+import msgspec
+from litestar import Controller, Request, post
+from litestar.datastructures import ResponseHeader
+
+from devicecontrol.auth import service
+from devicecontrol.auth.schemas import AuthTokens, TokenResponse
+from devicecontrol.bodies import read_json_object, string_field_errors
+from devicecontrol.errors import BadRequest, OAuthError
+from devicecontrol.hal import HAL_JSON, self_links
+from devicecontrol.runtime import Runtime
+
+NO_STORE = [
+    ResponseHeader(name="Cache-Control", value="no-store"),
+    ResponseHeader(name="Pragma", value="no-cache"),
+]
+
+
+def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """RFC 6749 §2.3.1 client authentication by HTTP Basic, as an alternative to the body."""
+    scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return {}
+    try:
+        client_id, sep, secret = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise OAuthError("invalid_client", "Malformed HTTP Basic client credentials.") from None
+    if not sep:
+        raise OAuthError("invalid_client", "Malformed HTTP Basic client credentials.")
+    return {"client_id": unquote(client_id), "client_secret": unquote(secret)}
+
+
+async def _token_request(request: Request[Any, Any, Any], fields: tuple[str, ...]) -> dict[str, str]:
+    try:
+        body = await read_json_object(request, allow_form=True)
+    except BadRequest as exc:
+        raise OAuthError("invalid_request", exc.detail) from None
+    body = {**body, **_basic_client_credentials(request)}
+    errors = string_field_errors(body, ("client_id", "client_secret", *fields))
+    if errors:
+        raise OAuthError(
+            "invalid_request",
+            "; ".join(f"{e.field}: {e.message}" for e in errors),
+            errors=errors,
+        )
+    return {name: body[name] for name in ("client_id", "client_secret", *fields)}
+
+
+def _credentials(body: dict[str, str]) -> service.ClientCredentials:
+    return service.ClientCredentials(body["client_id"], body["client_secret"])
+
+
+def _token_response(issued: service.IssuedTokens, path: str) -> TokenResponse:
+    auth = AuthTokens(
+        access_token=issued.access_token,
+        expires_in=issued.expires_in,
+        refresh_token=msgspec.UNSET if issued.refresh_token is None else issued.refresh_token,
+    )
+    return TokenResponse(auth=auth, links=self_links(path))
+
+
+class AuthController(Controller):
+    path = "/auth"
+    tags = ["auth"]  # noqa: RUF012
+    opt = {"exclude_from_auth": True}  # noqa: RUF012
+    response_headers = NO_STORE
+
+    @post("/login", status_code=200, media_type=HAL_JSON, summary="Log in (password grant)")
+    async def login(self, request: Request[Any, Any, Any], runtime: Runtime) -> TokenResponse:
+        body = await _token_request(request, ("username", "password"))
+        issued = await service.login(
+            runtime, _credentials(body), username=body["username"], password=body["password"]
+        )
+        return _token_response(issued, "/auth/login")
+
+    @post("/renew", status_code=200, media_type=HAL_JSON, summary="Renew the access token")
+    async def renew(self, request: Request[Any, Any, Any], runtime: Runtime) -> TokenResponse:
+        body = await _token_request(request, ("refresh_token",))
+        issued = await service.renew(
+            runtime, _credentials(body), refresh_token=body["refresh_token"]
+        )
+        return _token_response(issued, "/auth/renew")

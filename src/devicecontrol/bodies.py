@@ -1,0 +1,79 @@
+"""Reading request bodies: JSON objects everywhere, form bodies on the token endpoints too."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+import msgspec
+from litestar import Request
+
+from devicecontrol.errors import BadRequest, FieldError, UnsupportedMediaType
+
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+MAX_FIELD_LENGTH = 1024
+
+
+def _media_type(request: Request[Any, Any, Any]) -> str:
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def _decode_json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise BadRequest("The request body is not valid JSON.") from None
+    if not isinstance(value, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return value
+
+
+def _decode_form(raw: bytes) -> dict[str, Any]:
+    try:
+        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("The form body is not valid UTF-8 form encoding.") from None
+    form: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in form:  # RFC 6749 §3.2: parameters must not be sent more than once
+            raise BadRequest(f"The form field {key!r} is sent more than once.")
+        form[key] = value
+    return form
+
+
+async def read_json_object(
+    request: Request[Any, Any, Any], *, allow_form: bool = False
+) -> dict[str, Any]:
+    """The body as a dict (empty body: ``{}``); a media type other than JSON (or form) is 415."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    media_type = _media_type(request)
+    if media_type == JSON or media_type.endswith("+json"):
+        return _decode_json_object(raw)
+    if allow_form and media_type == FORM:
+        return _decode_form(raw)
+    accepted = f"{JSON} or {FORM}" if allow_form else JSON
+    raise UnsupportedMediaType(f"The request body must be {accepted}.")
+
+
+def string_field_errors(
+    body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> list[FieldError]:
+    """What is wrong with the named string fields: missing, not a string, empty, too long."""
+    errors = []
+    for name in (*required, *optional):
+        value = body.get(name)
+        if value is None:
+            if name in required:
+                errors.append(FieldError(name, "is required"))
+        elif not isinstance(value, str):
+            errors.append(FieldError(name, "must be a string"))
+        elif value == "" and name in required:
+            errors.append(FieldError(name, "must not be empty"))
+        elif len(value) > MAX_FIELD_LENGTH:
+            errors.append(FieldError(name, f"must be at most {MAX_FIELD_LENGTH} characters"))
+        elif "\x00" in value:
+            errors.append(FieldError(name, "must not contain NUL characters"))
+    return errors

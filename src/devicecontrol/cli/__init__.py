@@ -1,0 +1,16 @@
+"""The operators' command line: thin commands over the same services the HTTP API uses."""
+
+from __future__ import annotations
+
+from devicecontrol.cli.clients import clients
+from devicecontrol.cli.controllers import controllers
+from devicecontrol.cli.core import main
+from devicecontrol.cli.database import db
+from devicecontrol.cli.demo import demo
+from devicecontrol.cli.serve import serve
+from devicecontrol.cli.users import users
+
+for command in (serve, db, clients, users, controllers, demo):
+    main.add_command(command)
+
+__all__ = ["main"]

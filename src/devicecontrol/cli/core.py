@@ -1,0 +1,103 @@
+"""What every command shares: one-line errors with exit status 1, and the database option.
+
+Every failure (bad option, bad input, unreachable database) is one line on stderr and exit
+status 1; nothing is half-written, because each service call writes in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy.exc import DBAPIError
+
+from devicecontrol.config import SettingsError, load_settings
+from devicecontrol.errors import DomainError
+from devicecontrol.migrate import upgrade_database
+from devicecontrol.runtime import Runtime
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class OperatorError(click.ClickException):
+    """Printed as one line; exit status 1."""
+
+    exit_code = 1
+
+
+class OneLineErrorGroup(click.Group):
+    """Usage errors exit 1 with one line too, not click's usual status 2 and usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Error: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            click.echo(f"Error: {message}", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=OneLineErrorGroup)
+@click.version_option(package_name="devicecontrol")
+def main() -> None:
+    """devicecontrol: the device-control cloud service and its operators' tools."""
+
+
+def build_runtime(database_url: str | None) -> Runtime:
+    try:
+        return Runtime.from_settings(load_settings().with_database_url(database_url))
+    except SettingsError as exc:
+        raise OperatorError(str(exc)) from None
+
+
+def run_with_database(
+    database_url: str | None, work: Callable[[Runtime], Coroutine[Any, Any, T]]
+) -> T:
+    """Create or upgrade the schema, run one service call, and report its errors in one line."""
+    runtime = build_runtime(database_url)
+
+    async def migrate_then_work() -> T:
+        try:
+            await upgrade_database(runtime.database)
+            return await work(runtime)
+        finally:
+            await runtime.close()
+
+    try:
+        return asyncio.run(migrate_then_work())
+    except DomainError as exc:
+        raise OperatorError(exc.detail) from None
+    except (DBAPIError, OSError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise OperatorError(f"database unavailable: {reason}") from None
+
+
+def database_option(command: F) -> F:
+    return click.option(
+        "--database-url",
+        envvar="DEVICECONTROL_DATABASE_URL",
+        default=None,
+        metavar="URL",
+        help="sqlite:///path.db or postgresql://user@host/db  [default: sqlite:///./devicecontrol.db]",
+    )(command)
+
+
+def password_option(command: F) -> F:
+    return click.option(
+        "--password",
+        prompt=True,
+        hide_input=True,
+        confirmation_prompt=True,
+        help="Prompted for (hidden) when not given.",
+    )(command)

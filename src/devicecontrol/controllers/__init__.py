@@ -1,0 +1,1 @@
+"""The controller registry: list, read, assign and reassign."""

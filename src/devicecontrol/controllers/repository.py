@@ -1,0 +1,150 @@
+"""Queries for controllers and their assignment records. No rules here.
+
+Ownership changes are conditional updates (``WHERE user_id IS NULL`` / ``WHERE user_id =
+:caller``): the database decides which of two racing requests wins.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.tables import controller_assignments, controllers
+
+PUBLIC_COLUMNS = (
+    controllers.c.user_id,
+    controllers.c.serial_number,
+    controllers.c.mac,
+    controllers.c.firmware_version,
+    controllers.c.name,
+    controllers.c.type,
+    controllers.c.room_id,
+    controllers.c.online,
+    controllers.c.brand_id,
+)
+
+
+def _owned_by(user_id: int, *, type_: str | None, mac: str | None) -> list[Any]:
+    conditions = [controllers.c.user_id == user_id]
+    if type_ is not None:
+        conditions.append(controllers.c.type == type_)
+    if mac is not None:
+        conditions.append(controllers.c.mac == mac)
+    return conditions
+
+
+async def count_owned(
+    connection: AsyncConnection, user_id: int, *, type_: str | None, mac: str | None
+) -> int:
+    query = select(func.count()).select_from(controllers).where(
+        *_owned_by(user_id, type_=type_, mac=mac)
+    )
+    return (await connection.execute(query)).scalar_one()
+
+
+async def list_owned(
+    connection: AsyncConnection,
+    user_id: int,
+    *,
+    type_: str | None,
+    mac: str | None,
+    limit: int,
+    offset: int,
+) -> list[Row]:
+    query = (
+        select(*PUBLIC_COLUMNS)
+        .where(*_owned_by(user_id, type_=type_, mac=mac))
+        .order_by(controllers.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list((await connection.execute(query)).all())
+
+
+async def find_owned(connection: AsyncConnection, user_id: int, serial_number: str) -> Row | None:
+    query = select(*PUBLIC_COLUMNS).where(
+        controllers.c.serial_number == serial_number, controllers.c.user_id == user_id
+    )
+    return (await connection.execute(query)).first()
+
+
+async def find_by_serial(connection: AsyncConnection, serial_number: str) -> Row | None:
+    """Every column, for the rules of assignment and provisioning."""
+    query = select(controllers).where(controllers.c.serial_number == serial_number)
+    return (await connection.execute(query)).first()
+
+
+async def claim_if_unowned(connection: AsyncConnection, controller_id: int, user_id: int) -> bool:
+    """Give an unowned controller to user_id; False when someone else got it first."""
+    result = await connection.execute(
+        update(controllers)
+        .where(controllers.c.id == controller_id, controllers.c.user_id.is_(None))
+        .values(user_id=user_id)
+    )
+    return result.rowcount == 1
+
+
+async def transfer_if_owned(
+    connection: AsyncConnection, controller_id: int, *, from_user_id: int, to_user_id: int
+) -> bool:
+    """Move a controller between owners (its room stays behind); False if not from_user's."""
+    result = await connection.execute(
+        update(controllers)
+        .where(controllers.c.id == controller_id, controllers.c.user_id == from_user_id)
+        .values(user_id=to_user_id, room_id=None)
+    )
+    return result.rowcount == 1
+
+
+async def find_active_assignment(connection: AsyncConnection, controller_id: int) -> Row | None:
+    query = select(controller_assignments).where(
+        controller_assignments.c.controller_id == controller_id,
+        controller_assignments.c.deleted_at.is_(None),
+    )
+    return (await connection.execute(query)).first()
+
+
+async def close_active_assignment(
+    connection: AsyncConnection, controller_id: int, now: datetime
+) -> None:
+    await connection.execute(
+        update(controller_assignments)
+        .where(
+            controller_assignments.c.controller_id == controller_id,
+            controller_assignments.c.deleted_at.is_(None),
+        )
+        .values(deleted_at=now)
+    )
+
+
+async def insert_assignment(
+    connection: AsyncConnection, controller: Row, *, user_id: int, room_id: int | None, now: datetime
+) -> Row:
+    """A new active record: a snapshot of the controller as it passes to user_id."""
+    result = await connection.execute(
+        insert(controller_assignments)
+        .values(
+            controller_id=controller.id,
+            user_id=user_id,
+            serial_number=controller.serial_number,
+            mac=controller.mac,
+            firmware_version=controller.firmware_version,
+            name=controller.name,
+            type=controller.type,
+            device_group=controller.device_group,
+            status_push=0,
+            room_id=room_id,
+            created_at=now,
+            assigned_at=now,
+        )
+        .returning(*controller_assignments.c)
+    )
+    return result.one()
+
+
+async def insert_controller(connection: AsyncConnection, values: dict[str, Any]) -> Row:
+    result = await connection.execute(insert(controllers).values(**values).returning(controllers))
+    return result.one()

@@ -1,0 +1,144 @@
+"""The controller endpoints: thin handlers that call one service function each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get, patch, post
+from litestar.params import Parameter
+from sqlalchemy import Row
+
+from devicecontrol.auth.schemas import Caller
+from devicecontrol.bodies import read_json_object, string_field_errors
+from devicecontrol.clock import format_timestamp
+from devicecontrol.controllers import service
+from devicecontrol.controllers.schemas import (
+    AssignmentRecord,
+    AssignmentResponse,
+    ControllerBody,
+    ControllerPage,
+    ControllerResponse,
+    EmbeddedControllers,
+)
+from devicecontrol.errors import BadRequest
+from devicecontrol.hal import HAL_JSON, controller_path, page_links, self_links
+from devicecontrol.runtime import Runtime
+
+
+def controller_body(row: Row) -> ControllerBody:
+    return ControllerBody(
+        user_id=row.user_id,
+        serial_number=row.serial_number,
+        mac=row.mac,
+        firmware_version=row.firmware_version,
+        name=row.name,
+        type=row.type,
+        room_id=row.room_id,
+        online=bool(row.online),
+        brand_id=row.brand_id,
+        controller_log=[],
+        links=self_links(controller_path(row.serial_number)),
+    )
+
+
+def assignment_response(record: Row) -> AssignmentResponse:
+    return AssignmentResponse(
+        controller_reassign=AssignmentRecord(
+            id=record.id,
+            user_id=record.user_id,
+            serial_number=record.serial_number,
+            mac=record.mac,
+            firmware_version=record.firmware_version,
+            name=record.name,
+            type=record.type,
+            device_group=record.device_group,
+            status_push=record.status_push,
+            room_id=record.room_id,
+            created=format_timestamp(record.created_at) or "",
+            assigned_at=format_timestamp(record.assigned_at) or "",
+            deleted_at=format_timestamp(record.deleted_at),
+        ),
+        links=self_links(controller_path(record.serial_number) + "/assign"),
+    )
+
+
+def _optional_string(body: dict[str, Any], name: str) -> str | None:
+    errors = string_field_errors(body, (), (name,))
+    if errors:
+        raise BadRequest(f"{name}: {errors[0].message}", errors=errors)
+    return body.get(name)
+
+
+class ControllersController(Controller):
+    path = "/controllers"
+    tags = ["controllers"]  # noqa: RUF012
+
+    @get("/", media_type=HAL_JSON, summary="The caller's controllers, paged")
+    async def list_controllers(
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: Runtime,
+        type_: str | None = Parameter(query="type", default=None, max_length=64),
+        mac: str | None = Parameter(default=None, max_length=64),
+        page: int = Parameter(default=1, ge=1),
+        page_size: int | None = Parameter(default=None, ge=1),
+    ) -> ControllerPage:
+        query = service.build_query(runtime, type_=type_, mac=mac, page=page, page_size=page_size)
+        result = await service.list_controllers(runtime, request.user.user_id, query)
+        link_query: dict[str, str | int] = {}
+        if query.page_size != runtime.settings.default_page_size:
+            link_query["page_size"] = query.page_size
+        if query.type is not None:
+            link_query["type"] = query.type
+        if query.mac is not None:
+            link_query["mac"] = query.mac
+        return ControllerPage(
+            embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
+            total=result.total,
+            page=query.page,
+            page_size=query.page_size,
+            page_count=result.page_count,
+            links=page_links(
+                "/controllers", page=query.page, page_count=result.page_count, query=link_query
+            ),
+        )
+
+    @get("/{serial_number:str}", media_type=HAL_JSON, summary="One of the caller's controllers")
+    async def read_controller(
+        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+    ) -> ControllerResponse:
+        row = await service.get_controller(runtime, request.user.user_id, serial_number)
+        return ControllerResponse(
+            controller=controller_body(row), links=self_links(controller_path(serial_number))
+        )
+
+    @post(
+        "/{serial_number:str}/assign",
+        status_code=200,
+        media_type=HAL_JSON,
+        summary="Claim an unowned controller",
+    )
+    async def assign(
+        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+    ) -> AssignmentResponse:
+        body = await read_json_object(request)
+        record = await service.assign_controller(
+            runtime,
+            request.user.user_id,
+            serial_number,
+            claim_code=_optional_string(body, "claim_code"),
+        )
+        return assignment_response(record)
+
+    @patch("/{serial_number:str}/reassign", media_type=HAL_JSON, summary="Hand over to another account")
+    async def reassign(
+        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+    ) -> AssignmentResponse:
+        body = await read_json_object(request)
+        errors = string_field_errors(body, ("owner",))
+        if errors:
+            raise BadRequest(f"owner: {errors[0].message}", errors=errors)
+        record = await service.reassign_controller(
+            runtime, request.user.user_id, serial_number, new_owner=body["owner"]
+        )
+        return assignment_response(record)

@@ -1,0 +1,167 @@
+"""The rules of the controller registry: who sees what, who may claim or hand over what."""
+
+from __future__ import annotations
+
+import hmac
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.clock import utcnow
+from devicecontrol.controllers import repository
+from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
+from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
+from devicecontrol.runtime import Runtime
+from devicecontrol.users.identity import email_problem, username_key
+from devicecontrol.users.repository import find_active_user_id
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerQuery:
+    """A validated list request: filters are normalised, page numbers in range."""
+
+    type: str | None
+    mac: str | None
+    page: int
+    page_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerPage:
+    rows: list[Row]
+    total: int
+    page_count: int
+
+
+def _not_yours(serial_number: str) -> NotFound:
+    return NotFound(f"No controller with serial number {serial_number} is assigned to you.")
+
+
+def build_query(
+    runtime: Runtime, *, type_: str | None, mac: str | None, page: int, page_size: int | None
+) -> ControllerQuery:
+    """Check the list parameters against the contract; empty filters mean no filter."""
+    settings = runtime.settings
+    size = settings.default_page_size if page_size is None else page_size
+    if page < 1:
+        raise InvalidField("page", "must be a positive integer")
+    if not 1 <= size <= settings.max_page_size:
+        raise InvalidField("page_size", f"must be between 1 and {settings.max_page_size}")
+    normalized_mac = None
+    if mac:
+        normalized_mac = normalize_mac(mac)
+        if not normalized_mac:
+            raise InvalidField("mac", "must be hex digits, optionally separated by : - or .")
+    return ControllerQuery(type=type_ or None, mac=normalized_mac, page=page, page_size=size)
+
+
+async def list_controllers(runtime: Runtime, user_id: int, query: ControllerQuery) -> ControllerPage:
+    """One page of the caller's controllers in registration order; past the end is empty."""
+    async with runtime.database.read() as connection:
+        total = await repository.count_owned(connection, user_id, type_=query.type, mac=query.mac)
+        page_count = max(1, math.ceil(total / query.page_size))
+        offset = (query.page - 1) * query.page_size
+        rows = []
+        if offset < total:
+            rows = await repository.list_owned(
+                connection,
+                user_id,
+                type_=query.type,
+                mac=query.mac,
+                limit=query.page_size,
+                offset=offset,
+            )
+    return ControllerPage(rows=rows, total=total, page_count=page_count)
+
+
+async def get_controller(runtime: Runtime, user_id: int, serial_number: str) -> Row:
+    if is_serial_number(serial_number):
+        async with runtime.database.read() as connection:
+            row = await repository.find_owned(connection, user_id, serial_number)
+        if row is not None:
+            return row
+    raise _not_yours(serial_number)
+
+
+async def _current_or_new_record(
+    connection: AsyncConnection, controller: Row, user_id: int
+) -> Row:
+    """The caller's active record; made now if an owner somehow has none."""
+    record = await repository.find_active_assignment(connection, controller.id)
+    if record is not None and record.user_id == user_id:
+        return record
+    await repository.close_active_assignment(connection, controller.id, utcnow())
+    return await repository.insert_assignment(
+        connection, controller, user_id=user_id, room_id=controller.room_id, now=utcnow()
+    )
+
+
+def _check_claim_code(controller: Row, claim_code: str | None) -> None:
+    if controller.claim_code_digest is None:
+        return
+    if claim_code is None:
+        raise Forbidden("This controller needs its claim code (claim_code) to be assigned.")
+    presented = claim_code_digest(controller.serial_number, claim_code)
+    if not hmac.compare_digest(presented, controller.claim_code_digest):
+        raise Forbidden("Wrong claim code for this controller.")
+
+
+async def assign_controller(
+    runtime: Runtime, user_id: int, serial_number: str, *, claim_code: str | None
+) -> Row:
+    """Give an unowned controller to the caller; idempotent for its owner."""
+    if not is_serial_number(serial_number):
+        raise NotFound(f"No controller with serial number {serial_number} exists.")
+    try:
+        async with runtime.database.write() as connection:
+            controller = await repository.find_by_serial(connection, serial_number)
+            if controller is None:
+                raise NotFound(f"No controller with serial number {serial_number} exists.")
+            if controller.user_id == user_id:
+                return await _current_or_new_record(connection, controller, user_id)
+            if controller.user_id is not None:
+                raise Conflict(f"Controller {serial_number} belongs to another account.")
+            _check_claim_code(controller, claim_code)
+            if not await repository.claim_if_unowned(connection, controller.id, user_id):
+                raise Conflict(f"Controller {serial_number} belongs to another account.")
+            return await repository.insert_assignment(
+                connection, controller, user_id=user_id, room_id=controller.room_id, now=utcnow()
+            )
+    except IntegrityError:  # a racing assign won the active-record constraint
+        raise Conflict(f"Controller {serial_number} belongs to another account.") from None
+
+
+async def reassign_controller(
+    runtime: Runtime, user_id: int, serial_number: str, *, new_owner: str
+) -> Row:
+    """Hand the caller's controller to another active account, closing the current record."""
+    problem = email_problem(new_owner)
+    if problem:
+        raise InvalidField("owner", problem)
+    if not is_serial_number(serial_number):
+        raise _not_yours(serial_number)
+    try:
+        async with runtime.database.write() as connection:
+            controller = await repository.find_by_serial(connection, serial_number)
+            if controller is None or controller.user_id != user_id:
+                raise _not_yours(serial_number)
+            target_id = await find_active_user_id(connection, username_key(new_owner))
+            if target_id is None:
+                raise Unprocessable("owner", f"no active account is named {new_owner}")
+            if target_id == user_id:
+                return await _current_or_new_record(connection, controller, user_id)
+            moved = await repository.transfer_if_owned(
+                connection, controller.id, from_user_id=user_id, to_user_id=target_id
+            )
+            if not moved:
+                raise _not_yours(serial_number)
+            now = utcnow()
+            await repository.close_active_assignment(connection, controller.id, now)
+            return await repository.insert_assignment(
+                connection, controller, user_id=target_id, room_id=None, now=now
+            )
+    except IntegrityError:
+        raise Conflict(f"Controller {serial_number} changed hands meanwhile; try again.") from None

@@ -1,0 +1,80 @@
+"""Demo data for a first look: a client, two users and a few controllers, on an empty database."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from devicecontrol.auth.clients import create_client
+from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
+from devicecontrol.runtime import Runtime
+from devicecontrol.tables import clients, controllers, users
+from devicecontrol.users.service import create_user
+
+DEMO_CLIENT_ID = "demo-app"
+DEMO_CLIENT_SECRET = "demo-client-secret"
+DEMO_USER = "demo@example.com"
+DEMO_PASSWORD = "demo-password"
+FRIEND_USER = "friend@example.com"
+FRIEND_PASSWORD = "friend-password"
+
+DEMO_CONTROLLERS = (
+    ControllerSpec("DEMO-MELISSA-1", "A0B1C2D3E4F5", "melissa", name="Living room",
+                   firmware_version="1.4.2", device_group="climate", room_id=1,
+                   owner=DEMO_USER, online=True),
+    ControllerSpec("DEMO-PLUG-1", "A0B1C2D3E4F6", "smart_plug", name="Desk lamp",
+                   firmware_version="2.0.1", device_group="plugs", owner=DEMO_USER, online=True),
+    ControllerSpec("DEMO-PLUG-2", "A0B1C2D3E4F7", "smart_plug", name="Kettle",
+                   firmware_version="2.0.1", device_group="plugs"),
+    ControllerSpec("DEMO-BOBBIE-1", "A0B1C2D3E4F8", "bobbie", name="Bedroom",
+                   firmware_version="0.9.7", device_group="climate", claim_code="7F3K-92QD"),
+)  # fmt: skip
+
+
+async def database_is_empty(runtime: Runtime) -> bool:
+    async with runtime.database.read() as connection:
+        for table in (users, clients, controllers):
+            if (await connection.execute(select(func.count()).select_from(table))).scalar_one():
+                return False
+    return True
+
+
+async def fill_demo(runtime: Runtime) -> None:
+    """Create the demo records; the caller has checked that the database is empty."""
+    await create_client(runtime, DEMO_CLIENT_ID, secret=DEMO_CLIENT_SECRET)
+    await create_user(
+        runtime, DEMO_USER, password=DEMO_PASSWORD, firstname="Ana", lastname="Petrova",
+        phone="+359 2 123 4567", country="BG", city="Sofia",
+    )  # fmt: skip
+    await create_user(
+        runtime, FRIEND_USER, password=FRIEND_PASSWORD, firstname="Ben", lastname="Okafor",
+        country="NL", city="Amsterdam",
+    )  # fmt: skip
+    for spec in DEMO_CONTROLLERS:
+        await add_controller(runtime, spec)
+
+
+def walkthrough(base_url: str) -> str:
+    """The curl walk-through the README shows, for this server's address."""
+    return f"""\
+Demo client: {DEMO_CLIENT_ID} / {DEMO_CLIENT_SECRET}
+Demo users:  {DEMO_USER} / {DEMO_PASSWORD}   {FRIEND_USER} / {FRIEND_PASSWORD}
+Unowned controllers: DEMO-PLUG-2, DEMO-BOBBIE-1 (claim code 7F3K-92QD)
+
+Try it (in another shell):
+  B={base_url}
+  curl -s $B/v1/auth/login -d client_id={DEMO_CLIENT_ID} -d client_secret={DEMO_CLIENT_SECRET} \\
+       -d username={DEMO_USER} -d password={DEMO_PASSWORD} | tee login.json
+  TOKEN=$(python3 -c 'import json;print(json.load(open("login.json"))["auth"]["access_token"])')
+  REFRESH=$(python3 -c 'import json;print(json.load(open("login.json"))["auth"]["refresh_token"])')
+  curl -s $B/v1/auth/renew -H 'Content-Type: application/json' \\
+       -d '{{"client_id": "{DEMO_CLIENT_ID}", "client_secret": "{DEMO_CLIENT_SECRET}", "refresh_token": "'$REFRESH'"}}'
+  curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN"
+  curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN" -H 'Accept-Response: Advanced'
+  curl -s "$B/v1/controllers?type=smart_plug" -H "Authorization: Bearer $TOKEN"
+  curl -s $B/v1/controllers/DEMO-MELISSA-1 -H "Authorization: Bearer $TOKEN"
+  curl -s -X POST $B/v1/controllers/DEMO-PLUG-2/assign -H "Authorization: Bearer $TOKEN"
+  curl -s -X POST $B/v1/controllers/DEMO-BOBBIE-1/assign -H "Authorization: Bearer $TOKEN" \\
+       -H 'Content-Type: application/json' -d '{{"claim_code": "7F3K-92QD"}}'
+  curl -s -X PATCH $B/v1/controllers/DEMO-PLUG-2/reassign -H "Authorization: Bearer $TOKEN" \\
+       -H 'Content-Type: application/json' -d '{{"owner": "{FRIEND_USER}"}}'
+"""

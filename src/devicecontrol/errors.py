@@ -1,0 +1,217 @@
+"""Domain errors, and their one mapping to RFC 9457 problem+json responses.
+
+Services raise the domain errors below and never build HTTP responses; ``EXCEPTION_HANDLERS``
+turns those, Litestar's own HTTP errors and database outages into problem bodies. Nothing a
+client sends may produce a stack trace or SQL text in a body.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any, ClassVar
+
+import msgspec
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from sqlalchemy.exc import DBAPIError, TimeoutError as PoolTimeoutError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+REALM = 'Bearer realm="devicecontrol"'
+DATABASE_RETRY_AFTER_S = 5
+
+log = logging.getLogger(__name__)
+
+
+class FieldError(msgspec.Struct, frozen=True):
+    field: str
+    message: str
+
+
+class DomainError(Exception):
+    """A rule the request broke; subclasses fix the status."""
+
+    status: ClassVar[int] = 400
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers or {}
+
+    @property
+    def title(self) -> str:
+        return HTTPStatus(self.status).phrase
+
+    def extra_members(self) -> dict[str, Any]:
+        return {"errors": [msgspec.to_builtins(e) for e in self.errors]} if self.errors else {}
+
+
+class BadRequest(DomainError):
+    status = 400
+
+
+class InvalidField(BadRequest):
+    """One field failed validation: 400 with an ``errors`` entry naming it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", errors=[FieldError(field, message)])
+
+
+class Unauthenticated(DomainError):
+    status = 401
+
+    def __init__(self, detail: str, *, invalid_token: bool) -> None:
+        challenge = f'{REALM}, error="invalid_token"' if invalid_token else REALM
+        super().__init__(detail, headers={"WWW-Authenticate": challenge})
+
+
+class Forbidden(DomainError):
+    status = 403
+
+
+class NotFound(DomainError):
+    status = 404
+
+
+class Conflict(DomainError):
+    status = 409
+
+
+class UnsupportedMediaType(DomainError):
+    status = 415
+
+
+class Unprocessable(DomainError):
+    status = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", errors=[FieldError(field, message)])
+
+
+class OAuthError(DomainError):
+    """RFC 6749 §5.2 error of the token endpoints: the code is both ``title`` and ``error``."""
+
+    STATUS_BY_CODE: ClassVar[dict[str, int]] = {
+        "invalid_request": 400,
+        "invalid_client": 401,
+        "invalid_grant": 400,
+        "unsupported_grant_type": 400,
+    }
+
+    def __init__(self, code: str, detail: str, *, errors: list[FieldError] | None = None) -> None:
+        headers = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+        if code == "invalid_client":
+            headers["WWW-Authenticate"] = 'Basic realm="devicecontrol"'
+        super().__init__(detail, errors=errors, headers=headers)
+        self.code = code
+        self.status = self.STATUS_BY_CODE[code]  # type: ignore[misc]
+
+    @property
+    def title(self) -> str:
+        return self.code
+
+    def extra_members(self) -> dict[str, Any]:
+        return {"error": self.code, **super().extra_members()}
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    title: str | None = None,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Response[bytes]:
+    body = {
+        "type": "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        **(extra or {}),
+    }
+    return Response(
+        content=msgspec.json.encode(body),
+        status_code=status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def _domain_error(_: Request[Any, Any, Any], exc: DomainError) -> Response[bytes]:
+    return problem_response(
+        exc.status, exc.detail, title=exc.title, headers=exc.headers, extra=exc.extra_members()
+    )
+
+
+def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
+    errors = [
+        {"field": str(item.get("key", "")), "message": str(item.get("message", "invalid"))}
+        for item in (exc.extra if isinstance(exc.extra, list) else [])
+        if isinstance(item, dict)
+    ]
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "Invalid request."
+    return problem_response(400, detail, extra={"errors": errors} if errors else None)
+
+
+_HTTP_DETAILS = {
+    404: "No such resource.",
+    405: "This method is not allowed on this resource.",
+    413: "The request body is larger than 64 KiB.",
+}
+
+
+def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    status = exc.status_code
+    if status >= 500:
+        log.error("internal HTTP error %s", status, exc_info=exc)
+        return problem_response(500, "The server could not answer this request.")
+    detail = _HTTP_DETAILS.get(status) or HTTPStatus(status).phrase + "."
+    return problem_response(status, detail, headers=dict(exc.headers or {}))
+
+
+def _database_unavailable(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    if isinstance(exc, DBAPIError) and not exc.connection_invalidated and not _is_outage(exc):
+        return _internal_error(_, exc)
+    log.warning("database unavailable: %s", type(exc).__name__)
+    return problem_response(
+        503,
+        "The database is unavailable; try again shortly.",
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+    )
+
+
+def _is_outage(exc: DBAPIError) -> bool:
+    """Connection-level failures (refused, reset, locked too long), not query errors."""
+    original = exc.orig
+    name = type(original).__name__ if original is not None else ""
+    text = str(original).lower()
+    return (
+        isinstance(original, OSError)
+        or "connection" in name.lower()
+        or "cannotconnect" in name.lower()
+        or "database is locked" in text
+        or "connection" in text
+    )
+
+
+def _internal_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    log.error("unhandled error", exc_info=exc)
+    return problem_response(500, "The server could not answer this request.")
+
+
+EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+    DomainError: _domain_error,
+    ValidationException: _validation_error,
+    HTTPException: _http_error,
+    DBAPIError: _database_unavailable,
+    PoolTimeoutError: _database_unavailable,
+    OSError: _database_unavailable,
+    Exception: _internal_error,
+}

@@ -1,0 +1,57 @@
+"""HAL envelopes: the only place that builds ``_links``. Links are path-only and carry /v1."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import msgspec
+
+API_PREFIX = "/v1"
+
+
+class Link(msgspec.Struct, omit_defaults=True, frozen=True):
+    href: str
+    templated: bool = False
+
+
+class SelfLinks(msgspec.Struct, frozen=True):
+    self: Link
+
+
+class PageLinks(msgspec.Struct, omit_defaults=True, frozen=True):
+    self: Link
+    first: Link
+    last: Link
+    prev: Link | None = None
+    next: Link | None = None
+
+
+def api_path(path: str) -> str:
+    return f"{API_PREFIX}{path}"
+
+
+def self_links(path: str) -> SelfLinks:
+    return SelfLinks(self=Link(api_path(path)))
+
+
+def controller_path(serial_number: str) -> str:
+    return f"/controllers/{serial_number}"
+
+
+def page_links(
+    path: str, *, page: int, page_count: int, query: dict[str, str | int]
+) -> PageLinks:
+    """Links of one page of a collection; every link keeps the request's filters."""
+
+    def at(number: int) -> Link:
+        return Link(api_path(path) + "?" + urlencode({"page": number, **query}))
+
+    return PageLinks(
+        self=at(page),
+        first=at(1),
+        last=at(page_count),
+        prev=at(page - 1) if 1 < page <= page_count else None,
+        next=at(page + 1) if page < page_count else None,
+    )
+
+HAL_JSON = "application/hal+json"

@@ -1,0 +1,143 @@
+"""The schema, as SQLAlchemy Core tables; Alembic migrations are written against it.
+
+Times are naive UTC ``DateTime`` columns on both engines. Secrets (tokens, client secrets,
+claim codes) are stored only as SHA-256 hex digests, passwords only as argon2id hashes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    text,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+DIGEST_LENGTH = 64  # SHA-256 in hex
+ACTIVE_ONLY = text("deleted_at IS NULL")
+
+countries = Table(
+    "countries",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("geoname_id", Integer, nullable=False, unique=True),
+    Column("continent_code", String(2), nullable=False),
+    Column("continent_name", String(32), nullable=False),
+    Column("country_code", String(2), nullable=False),
+    Column("country_name", String(100), nullable=False),
+    Column("city_name", String(200), nullable=False),
+    Column("time_zone", String(64), nullable=False),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("username", String(254), nullable=False),
+    # lower-cased username: the case-insensitive identity, unique across accounts
+    Column("username_key", String(254), nullable=False, unique=True),
+    Column("password_hash", String(255), nullable=False),
+    Column("firstname", String(100), nullable=False, server_default=""),
+    Column("lastname", String(100), nullable=False, server_default=""),
+    Column("phone", String(32), nullable=True),
+    Column("country_id", ForeignKey("countries.id"), nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("disabled_at", DateTime, nullable=True),
+)
+
+clients = Table(
+    "clients",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("client_id", String(100), nullable=False, unique=True),
+    Column("secret_digest", String(DIGEST_LENGTH), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+
+refresh_tokens = Table(
+    "refresh_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("digest", String(DIGEST_LENGTH), nullable=False, unique=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("client_pk", ForeignKey("clients.id"), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+    Column("revoked_at", DateTime, nullable=True),
+)
+
+access_tokens = Table(
+    "access_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("digest", String(DIGEST_LENGTH), nullable=False, unique=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("client_pk", ForeignKey("clients.id"), nullable=False),
+    Column("refresh_token_id", ForeignKey("refresh_tokens.id"), nullable=True, index=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+    Column("revoked_at", DateTime, nullable=True),
+)
+
+controllers = Table(
+    "controllers",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("serial_number", String(64), nullable=False, unique=True),
+    Column("mac", String(16), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("name", String(200), nullable=False, server_default=""),
+    Column("firmware_version", String(64), nullable=False, server_default=""),
+    Column("brand_id", Integer, nullable=False, server_default="1"),
+    Column("device_group", String(64), nullable=False, server_default=""),
+    Column("room_id", Integer, nullable=True),
+    Column("online", Boolean, nullable=False, server_default=text("false")),
+    Column("claim_code_digest", String(DIGEST_LENGTH), nullable=True),
+    Column("user_id", ForeignKey("users.id"), nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    # the owner's list is read in registration order: (user_id, id) serves it from the index
+    Index("ix_controllers_user_id_id", "user_id", "id"),
+)
+
+controller_assignments = Table(
+    "controller_assignments",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("controller_id", ForeignKey("controllers.id"), nullable=False, index=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("serial_number", String(64), nullable=False),
+    Column("mac", String(16), nullable=False),
+    Column("firmware_version", String(64), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("device_group", String(64), nullable=False),
+    Column("status_push", Integer, nullable=False, server_default="0"),
+    Column("room_id", Integer, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("assigned_at", DateTime, nullable=False),
+    Column("deleted_at", DateTime, nullable=True),
+    # at most one active record per controller, enforced by the database itself
+    Index(
+        "uq_controller_assignments_active",
+        "controller_id",
+        unique=True,
+        sqlite_where=ACTIVE_ONLY,
+        postgresql_where=ACTIVE_ONLY,
+    ),
+)

@@ -1,0 +1,1 @@
+"""User accounts: profile reads over HTTP, creation and changes through the CLI."""

@@ -1,0 +1,112 @@
+"""Queries for user accounts and their country records. No rules here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Row, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.geo import Place
+from devicecontrol.tables import countries, users
+
+
+async def find_profile(connection: AsyncConnection, user_id: int) -> Row | None:
+    query = (
+        select(
+            users.c.id.label("user_id"),
+            users.c.username,
+            users.c.firstname,
+            users.c.lastname,
+            users.c.phone,
+            users.c.country_id,
+            users.c.created_at,
+            countries.c.geoname_id,
+            countries.c.continent_code,
+            countries.c.continent_name,
+            countries.c.country_code,
+            countries.c.country_name,
+            countries.c.city_name,
+            countries.c.time_zone,
+        )
+        .outerjoin(countries, countries.c.id == users.c.country_id)
+        .where(users.c.id == user_id)
+    )
+    return (await connection.execute(query)).first()
+
+
+async def find_or_create_country(connection: AsyncConnection, place: Place) -> int:
+    """One record per GeoNames city, shared by every user who lives there."""
+    query = select(countries.c.id).where(countries.c.geoname_id == place.geoname_id)
+    existing = (await connection.execute(query)).scalar_one_or_none()
+    if existing is not None:
+        return existing
+    result = await connection.execute(
+        insert(countries)
+        .values(
+            geoname_id=place.geoname_id,
+            continent_code=place.continent_code,
+            continent_name=place.continent_name,
+            country_code=place.country_code,
+            country_name=place.country_name,
+            city_name=place.city_name,
+            time_zone=place.time_zone,
+        )
+        .returning(countries.c.id)
+    )
+    return result.scalar_one()
+
+
+async def insert_user(
+    connection: AsyncConnection,
+    *,
+    username: str,
+    username_key: str,
+    password_hash: str,
+    firstname: str,
+    lastname: str,
+    phone: str | None,
+    country_id: int | None,
+    now: datetime,
+) -> int:
+    result = await connection.execute(
+        insert(users)
+        .values(
+            username=username,
+            username_key=username_key,
+            password_hash=password_hash,
+            firstname=firstname,
+            lastname=lastname,
+            phone=phone,
+            country_id=country_id,
+            created_at=now,
+        )
+        .returning(users.c.id)
+    )
+    return result.scalar_one()
+
+
+async def find_user(connection: AsyncConnection, username_key: str) -> Row | None:
+    query = select(users.c.id, users.c.disabled_at).where(users.c.username_key == username_key)
+    return (await connection.execute(query)).first()
+
+
+async def find_active_user_id(connection: AsyncConnection, username_key: str) -> int | None:
+    query = select(users.c.id).where(
+        users.c.username_key == username_key, users.c.disabled_at.is_(None)
+    )
+    return (await connection.execute(query)).scalar_one_or_none()
+
+
+async def set_password_hash(connection: AsyncConnection, user_id: int, password_hash: str) -> None:
+    await connection.execute(
+        update(users).where(users.c.id == user_id).values(password_hash=password_hash)
+    )
+
+
+async def disable(connection: AsyncConnection, user_id: int, now: datetime) -> None:
+    await connection.execute(
+        update(users)
+        .where(users.c.id == user_id, users.c.disabled_at.is_(None))
+        .values(disabled_at=now)
+    )

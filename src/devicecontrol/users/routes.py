@@ -1,0 +1,40 @@
+"""GET /users/me, basic or advanced (``Accept-Response: Advanced``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, get
+from litestar.params import Parameter
+
+from devicecontrol.auth.schemas import Caller
+from devicecontrol.hal import HAL_JSON, Link, api_path
+from devicecontrol.runtime import Runtime
+from devicecontrol.users import service
+from devicecontrol.users.schemas import UserLinks, UserResponse
+
+
+class UsersController(Controller):
+    path = "/users"
+    tags = ["users"]  # noqa: RUF012
+
+    @get("/me", media_type=HAL_JSON, summary="The caller's profile")
+    async def me(
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: Runtime,
+        accept_response: str | None = Parameter(
+            header="Accept-Response",
+            default=None,
+            description="`Advanced` adds the country record under `_relation`.",
+        ),
+    ) -> UserResponse:
+        advanced = (accept_response or "").strip().lower() == "advanced"
+        profile = await service.get_profile(runtime, request.user.user_id, advanced=advanced)
+        return UserResponse(
+            users=profile,
+            links=UserLinks(
+                self=Link(api_path("/users/me")),
+                controller=Link(api_path("/controllers/{serial_number}"), templated=True),
+            ),
+        )
