@@ -52,9 +52,7 @@ def find_place(country_code: str, city_name: str | None = None) -> Place:
     ]
     if not candidates:
         raise UnknownPlace(f"no city named {city_name or wanted!r} in {country['name']}")
-    city = max(
-        candidates, key=lambda c: (c["name"].casefold() == wanted, c.get("population", 0))
-    )
+    city = max(candidates, key=lambda c: (c["name"].casefold() == wanted, c.get("population", 0)))
     continent_code = country["continentcode"]
     continent = geonames.get_continents()[continent_code]
     return Place(

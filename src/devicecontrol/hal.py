@@ -38,9 +38,7 @@ def controller_path(serial_number: str) -> str:
     return f"/controllers/{serial_number}"
 
 
-def page_links(
-    path: str, *, page: int, page_count: int, query: dict[str, str | int]
-) -> PageLinks:
+def page_links(path: str, *, page: int, page_count: int, query: dict[str, str | int]) -> PageLinks:
     """Links of one page of a collection; every link keeps the request's filters."""
 
     def at(number: int) -> Link:
@@ -53,5 +51,6 @@ def page_links(
         prev=at(page - 1) if 1 < page <= page_count else None,
         next=at(page + 1) if page < page_count else None,
     )
+
 
 HAL_JSON = "application/hal+json"

@@ -26,7 +26,9 @@ def alembic_config(connection: Connection | None = None) -> Config:
 def _upgrade(connection: Connection) -> None:
     if connection.dialect.name == "postgresql":
         # several processes starting at once must not migrate concurrently
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _POSTGRES_MIGRATION_LOCK})
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": _POSTGRES_MIGRATION_LOCK}
+        )
     command.upgrade(alembic_config(connection), "head")
 
 

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 import msgspec
 from litestar import Controller, Request, post
 from litestar.datastructures import ResponseHeader
+from litestar.di import NamedDependency
 
 from devicecontrol.auth import service
 from devicecontrol.auth.schemas import AuthTokens, TokenResponse
@@ -30,7 +31,9 @@ def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]
     if scheme.lower() != "basic":
         return {}
     try:
-        client_id, sep, secret = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        client_id, sep, secret = (
+            base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        )
     except (binascii.Error, UnicodeDecodeError):
         raise OAuthError("invalid_client", "Malformed HTTP Basic client credentials.") from None
     if not sep:
@@ -38,7 +41,9 @@ def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]
     return {"client_id": unquote(client_id), "client_secret": unquote(secret)}
 
 
-async def _token_request(request: Request[Any, Any, Any], fields: tuple[str, ...]) -> dict[str, str]:
+async def _token_request(
+    request: Request[Any, Any, Any], fields: tuple[str, ...]
+) -> dict[str, str]:
     try:
         body = await read_json_object(request, allow_form=True)
     except BadRequest as exc:
@@ -74,7 +79,9 @@ class AuthController(Controller):
     response_headers = NO_STORE
 
     @post("/login", status_code=200, media_type=HAL_JSON, summary="Log in (password grant)")
-    async def login(self, request: Request[Any, Any, Any], runtime: Runtime) -> TokenResponse:
+    async def login(
+        self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
+    ) -> TokenResponse:
         body = await _token_request(request, ("username", "password"))
         issued = await service.login(
             runtime, _credentials(body), username=body["username"], password=body["password"]
@@ -82,7 +89,9 @@ class AuthController(Controller):
         return _token_response(issued, "/auth/login")
 
     @post("/renew", status_code=200, media_type=HAL_JSON, summary="Renew the access token")
-    async def renew(self, request: Request[Any, Any, Any], runtime: Runtime) -> TokenResponse:
+    async def renew(
+        self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
+    ) -> TokenResponse:
         body = await _token_request(request, ("refresh_token",))
         issued = await service.renew(
             runtime, _credentials(body), refresh_token=body["refresh_token"]

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from devicecontrol.auth import repository, tokens
-from devicecontrol.auth.passwords import hash_password_off_loop, needs_rehash, verify_password_off_loop
+from devicecontrol.auth.passwords import (
+    hash_password_off_loop,
+    needs_rehash,
+    verify_password_off_loop,
+)
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import utcnow
 from devicecontrol.errors import OAuthError, Unauthenticated
@@ -31,7 +35,9 @@ class IssuedTokens:
 async def _authenticate_client(runtime: Runtime, credentials: ClientCredentials) -> int:
     async with runtime.database.read() as connection:
         client = await repository.find_client(connection, credentials.client_id)
-    if not tokens.matches_digest(credentials.client_secret, client.secret_digest if client else None):
+    if not tokens.matches_digest(
+        credentials.client_secret, client.secret_digest if client else None
+    ):
         raise OAuthError("invalid_client", "Unknown client or wrong client secret.")
     assert client is not None
     return client.id

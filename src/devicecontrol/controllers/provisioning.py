@@ -121,10 +121,14 @@ def _same_registration(existing: Row, spec: ControllerSpec, owner_id: int | None
         if spec.claim_code is None
         else existing.claim_code_digest == claim_code_digest(spec.serial_number, spec.claim_code)
     )
-    return code_matches and all(
-        getattr(existing, name) == getattr(spec, name)
-        for name in ("mac", "type", "name", "firmware_version", "brand_id", "device_group")
-    ) and (spec.owner is None or existing.user_id == owner_id)
+    return (
+        code_matches
+        and all(
+            getattr(existing, name) == getattr(spec, name)
+            for name in ("mac", "type", "name", "firmware_version", "brand_id", "device_group")
+        )
+        and (spec.owner is None or existing.user_id == owner_id)
+    )
 
 
 def _row_values(spec: ControllerSpec, owner_id: int | None) -> dict[str, Any]:
@@ -142,7 +146,9 @@ async def _existing_by_serial(connection: AsyncConnection, serials: list[str]) -
     found: dict[str, Row] = {}
     for start in range(0, len(serials), _LOOKUP_CHUNK):
         chunk = serials[start : start + _LOOKUP_CHUNK]
-        rows = await connection.execute(select(controllers).where(controllers.c.serial_number.in_(chunk)))
+        rows = await connection.execute(
+            select(controllers).where(controllers.c.serial_number.in_(chunk))
+        )
         found.update({row.serial_number: row for row in rows})
     return found
 
@@ -161,7 +167,9 @@ async def _active_owner_ids(connection: AsyncConnection, emails: Iterable[str]) 
     return found
 
 
-async def _register(connection: AsyncConnection, spec: ControllerSpec, owner_id: int | None) -> None:
+async def _register(
+    connection: AsyncConnection, spec: ControllerSpec, owner_id: int | None
+) -> None:
     controller = await repository.insert_controller(connection, _row_values(spec, owner_id))
     if owner_id is not None:
         await repository.insert_assignment(
@@ -235,7 +243,10 @@ async def import_controllers(runtime: Runtime, path: Path, *, skip_invalid: bool
             continue
         if spec.serial_number in seen:
             report.problems.append(
-                (line, f"serial_number {spec.serial_number} repeats line {seen[spec.serial_number]}")
+                (
+                    line,
+                    f"serial_number {spec.serial_number} repeats line {seen[spec.serial_number]}",
+                )
             )
             continue
         seen[spec.serial_number] = line
@@ -253,7 +264,10 @@ async def import_controllers(runtime: Runtime, path: Path, *, skip_invalid: bool
                     report.unchanged += 1
                 else:
                     report.problems.append(
-                        (line, f"serial_number {spec.serial_number} is registered with other values")
+                        (
+                            line,
+                            f"serial_number {spec.serial_number} is registered with other values",
+                        )
                     )
             else:
                 to_add.append((spec, owner_id))

@@ -39,8 +39,10 @@ def _owned_by(user_id: int, *, type_: str | None, mac: str | None) -> list[Any]:
 async def count_owned(
     connection: AsyncConnection, user_id: int, *, type_: str | None, mac: str | None
 ) -> int:
-    query = select(func.count()).select_from(controllers).where(
-        *_owned_by(user_id, type_=type_, mac=mac)
+    query = (
+        select(func.count())
+        .select_from(controllers)
+        .where(*_owned_by(user_id, type_=type_, mac=mac))
     )
     return (await connection.execute(query)).scalar_one()
 
@@ -121,7 +123,12 @@ async def close_active_assignment(
 
 
 async def insert_assignment(
-    connection: AsyncConnection, controller: Row, *, user_id: int, room_id: int | None, now: datetime
+    connection: AsyncConnection,
+    controller: Row,
+    *,
+    user_id: int,
+    room_id: int | None,
+    now: datetime,
 ) -> Row:
     """A new active record: a snapshot of the controller as it passes to user_id."""
     result = await connection.execute(

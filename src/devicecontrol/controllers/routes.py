@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get, patch, post
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
@@ -77,11 +78,11 @@ class ControllersController(Controller):
     async def list_controllers(
         self,
         request: Request[Caller, Any, Any],
-        runtime: Runtime,
-        type_: str | None = Parameter(query="type", default=None, max_length=64),
-        mac: str | None = Parameter(default=None, max_length=64),
-        page: int = Parameter(default=1, ge=1),
-        page_size: int | None = Parameter(default=None, ge=1),
+        runtime: NamedDependency[Runtime],
+        type_: Annotated[str | None, QueryParameter(name="type", max_length=64)] = None,
+        mac: Annotated[str | None, QueryParameter(max_length=64)] = None,
+        page: Annotated[int, QueryParameter(ge=1)] = 1,
+        page_size: Annotated[int | None, QueryParameter(ge=1)] = None,
     ) -> ControllerPage:
         query = service.build_query(runtime, type_=type_, mac=mac, page=page, page_size=page_size)
         result = await service.list_controllers(runtime, request.user.user_id, query)
@@ -105,7 +106,10 @@ class ControllersController(Controller):
 
     @get("/{serial_number:str}", media_type=HAL_JSON, summary="One of the caller's controllers")
     async def read_controller(
-        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: FromPath[str],
     ) -> ControllerResponse:
         row = await service.get_controller(runtime, request.user.user_id, serial_number)
         return ControllerResponse(
@@ -119,7 +123,10 @@ class ControllersController(Controller):
         summary="Claim an unowned controller",
     )
     async def assign(
-        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: FromPath[str],
     ) -> AssignmentResponse:
         body = await read_json_object(request)
         record = await service.assign_controller(
@@ -130,9 +137,14 @@ class ControllersController(Controller):
         )
         return assignment_response(record)
 
-    @patch("/{serial_number:str}/reassign", media_type=HAL_JSON, summary="Hand over to another account")
+    @patch(
+        "/{serial_number:str}/reassign", media_type=HAL_JSON, summary="Hand over to another account"
+    )
     async def reassign(
-        self, request: Request[Caller, Any, Any], runtime: Runtime, serial_number: str
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: FromPath[str],
     ) -> AssignmentResponse:
         body = await read_json_object(request)
         errors = string_field_errors(body, ("owner",))

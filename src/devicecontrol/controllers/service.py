@@ -58,7 +58,9 @@ def build_query(
     return ControllerQuery(type=type_ or None, mac=normalized_mac, page=page, page_size=size)
 
 
-async def list_controllers(runtime: Runtime, user_id: int, query: ControllerQuery) -> ControllerPage:
+async def list_controllers(
+    runtime: Runtime, user_id: int, query: ControllerQuery
+) -> ControllerPage:
     """One page of the caller's controllers in registration order; past the end is empty."""
     async with runtime.database.read() as connection:
         total = await repository.count_owned(connection, user_id, type_=query.type, mac=query.mac)
@@ -86,9 +88,7 @@ async def get_controller(runtime: Runtime, user_id: int, serial_number: str) -> 
     raise _not_yours(serial_number)
 
 
-async def _current_or_new_record(
-    connection: AsyncConnection, controller: Row, user_id: int
-) -> Row:
+async def _current_or_new_record(connection: AsyncConnection, controller: Row, user_id: int) -> Row:
     """The caller's active record; made now if an owner somehow has none."""
     record = await repository.find_active_assignment(connection, controller.id)
     if record is not None and record.user_id == user_id:

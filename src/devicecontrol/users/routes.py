@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, get
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import HeaderParameter
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.hal import HAL_JSON, Link, api_path
@@ -22,12 +23,14 @@ class UsersController(Controller):
     async def me(
         self,
         request: Request[Caller, Any, Any],
-        runtime: Runtime,
-        accept_response: str | None = Parameter(
-            header="Accept-Response",
-            default=None,
-            description="`Advanced` adds the country record under `_relation`.",
-        ),
+        runtime: NamedDependency[Runtime],
+        accept_response: Annotated[
+            str | None,
+            HeaderParameter(
+                name="Accept-Response",
+                description="`Advanced` adds the country record under `_relation`.",
+            ),
+        ] = None,
     ) -> UserResponse:
         advanced = (accept_response or "").strip().lower() == "advanced"
         profile = await service.get_profile(runtime, request.user.user_id, advanced=advanced)

@@ -30,7 +30,9 @@ class UserProfile(msgspec.Struct, frozen=True):
     phone: str | None
     country_id: int | None
     created: str
-    relation: UserRelations | msgspec.UnsetType = msgspec.field(name="_relation", default=msgspec.UNSET)
+    relation: UserRelations | msgspec.UnsetType = msgspec.field(
+        name="_relation", default=msgspec.UNSET
+    )
 
 
 class UserLinks(msgspec.Struct, frozen=True):

@@ -58,12 +58,22 @@ def _check_new_user(
     checks = [
         ("email", email_problem(email)),
         ("password", password_problem(password)),
-        ("firstname", f"must be at most {MAX_NAME_LENGTH} characters"
-         if len(firstname) > MAX_NAME_LENGTH else None),
-        ("lastname", f"must be at most {MAX_NAME_LENGTH} characters"
-         if len(lastname) > MAX_NAME_LENGTH else None),
-        ("phone", "must be a phone number" if phone is not None and not _PHONE.match(phone)
-         else None),
+        (
+            "firstname",
+            f"must be at most {MAX_NAME_LENGTH} characters"
+            if len(firstname) > MAX_NAME_LENGTH
+            else None,
+        ),
+        (
+            "lastname",
+            f"must be at most {MAX_NAME_LENGTH} characters"
+            if len(lastname) > MAX_NAME_LENGTH
+            else None,
+        ),
+        (
+            "phone",
+            "must be a phone number" if phone is not None and not _PHONE.match(phone) else None,
+        ),
     ]
     for field, problem in checks:
         if problem:
@@ -94,7 +104,9 @@ async def create_user(
     password_hash = await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
     try:
         async with runtime.database.write() as connection:
-            country_id = await repository.find_or_create_country(connection, place) if place else None
+            country_id = (
+                await repository.find_or_create_country(connection, place) if place else None
+            )
             return await repository.insert_user(
                 connection,
                 username=email.strip(),
