@@ -53,28 +53,35 @@ async def fill_demo(runtime: Runtime) -> None:
         await add_controller(runtime, spec)
 
 
+def walkthrough_script(base_url: str = "http://127.0.0.1:8000") -> str:
+    """The curl walk-through of all eight endpoints; the README shows exactly this text."""
+    return f"""\
+B=${{B:-{base_url}}}
+curl -s $B/v1/auth/login -d client_id={DEMO_CLIENT_ID} -d client_secret={DEMO_CLIENT_SECRET} \\
+     -d username={DEMO_USER} -d password={DEMO_PASSWORD} | tee login.json; echo
+TOKEN=$(python3 -c 'import json; print(json.load(open("login.json"))["auth"]["access_token"])')
+REFRESH=$(python3 -c 'import json; print(json.load(open("login.json"))["auth"]["refresh_token"])')
+curl -s $B/v1/auth/renew -H 'Content-Type: application/json' \\
+     -d '{{"client_id": "{DEMO_CLIENT_ID}", "client_secret": "{DEMO_CLIENT_SECRET}", "refresh_token": "'$REFRESH'"}}'; echo
+curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN"; echo
+curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN" -H 'Accept-Response: Advanced'; echo
+curl -s "$B/v1/controllers?type=smart_plug" -H "Authorization: Bearer $TOKEN"; echo
+curl -s $B/v1/controllers/DEMO-MELISSA-1 -H "Authorization: Bearer $TOKEN"; echo
+curl -s -X POST $B/v1/controllers/DEMO-PLUG-2/assign -H "Authorization: Bearer $TOKEN"; echo
+curl -s -X POST $B/v1/controllers/DEMO-BOBBIE-1/assign -H "Authorization: Bearer $TOKEN" \\
+     -H 'Content-Type: application/json' -d '{{"claim_code": "7F3K-92QD"}}'; echo
+curl -s -X PATCH $B/v1/controllers/DEMO-PLUG-2/reassign -H "Authorization: Bearer $TOKEN" \\
+     -H 'Content-Type: application/json' -d '{{"owner": "{FRIEND_USER}"}}'; echo
+"""
+
+
 def walkthrough(base_url: str) -> str:
-    """The curl walk-through the README shows, for this server's address."""
+    """What ``demo`` and ``serve --demo`` print: the credentials and the walk-through."""
     return f"""\
 Demo client: {DEMO_CLIENT_ID} / {DEMO_CLIENT_SECRET}
 Demo users:  {DEMO_USER} / {DEMO_PASSWORD}   {FRIEND_USER} / {FRIEND_PASSWORD}
 Unowned controllers: DEMO-PLUG-2, DEMO-BOBBIE-1 (claim code 7F3K-92QD)
 
-Try it (in another shell):
-  B={base_url}
-  curl -s $B/v1/auth/login -d client_id={DEMO_CLIENT_ID} -d client_secret={DEMO_CLIENT_SECRET} \\
-       -d username={DEMO_USER} -d password={DEMO_PASSWORD} | tee login.json
-  TOKEN=$(python3 -c 'import json;print(json.load(open("login.json"))["auth"]["access_token"])')
-  REFRESH=$(python3 -c 'import json;print(json.load(open("login.json"))["auth"]["refresh_token"])')
-  curl -s $B/v1/auth/renew -H 'Content-Type: application/json' \\
-       -d '{{"client_id": "{DEMO_CLIENT_ID}", "client_secret": "{DEMO_CLIENT_SECRET}", "refresh_token": "'$REFRESH'"}}'
-  curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN"
-  curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN" -H 'Accept-Response: Advanced'
-  curl -s "$B/v1/controllers?type=smart_plug" -H "Authorization: Bearer $TOKEN"
-  curl -s $B/v1/controllers/DEMO-MELISSA-1 -H "Authorization: Bearer $TOKEN"
-  curl -s -X POST $B/v1/controllers/DEMO-PLUG-2/assign -H "Authorization: Bearer $TOKEN"
-  curl -s -X POST $B/v1/controllers/DEMO-BOBBIE-1/assign -H "Authorization: Bearer $TOKEN" \\
-       -H 'Content-Type: application/json' -d '{{"claim_code": "7F3K-92QD"}}'
-  curl -s -X PATCH $B/v1/controllers/DEMO-PLUG-2/reassign -H "Authorization: Bearer $TOKEN" \\
-       -H 'Content-Type: application/json' -d '{{"owner": "{FRIEND_USER}"}}'
-"""
+Try it from another shell:
+
+{walkthrough_script(base_url)}"""
