@@ -177,28 +177,17 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes
     return problem_response(status, detail, headers=dict(exc.headers or {}))
 
 
-def _database_unavailable(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    if isinstance(exc, DBAPIError) and not exc.connection_invalidated and not _is_outage(exc):
-        return _internal_error(_, exc)
+def _database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Outages (refused, reset, timed out, locked, unopenable) are 503; query bugs stay 500."""
+    if isinstance(exc, DBAPIError) and not (
+        exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+    ):
+        return _internal_error(request, exc)
     log.warning("database unavailable: %s", type(exc).__name__)
     return problem_response(
         503,
         "The database is unavailable; try again shortly.",
         headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
-    )
-
-
-def _is_outage(exc: DBAPIError) -> bool:
-    """Connection-level failures (refused, reset, locked too long), not query errors."""
-    original = exc.orig
-    name = type(original).__name__ if original is not None else ""
-    text = str(original).lower()
-    return (
-        isinstance(original, OSError)
-        or "connection" in name.lower()
-        or "cannotconnect" in name.lower()
-        or "database is locked" in text
-        or "connection" in text
     )
 
 
