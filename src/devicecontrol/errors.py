@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
