@@ -22,7 +22,7 @@ def _media_type(request: Request[Any, Any, Any]) -> str:
 def _decode_json_object(raw: bytes) -> dict[str, Any]:
     try:
         value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8 inside a string is the latter
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(value, dict):
         raise BadRequest("The request body must be a JSON object.")
