@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 import msgspec
-from litestar import Controller, Request, post
+from litestar import Controller, Request, Response, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 
 from devicecontrol.auth import service
 from devicecontrol.auth.schemas import AuthTokens, TokenResponse
 from devicecontrol.bodies import read_json_object, string_field_errors
-from devicecontrol.errors import BadRequest, OAuthError
+from devicecontrol.errors import EXCEPTION_HANDLERS, BadRequest, OAuthError
 from devicecontrol.hal import HAL_JSON, self_links
 from devicecontrol.runtime import Runtime
 
@@ -23,6 +24,18 @@ NO_STORE = [
     ResponseHeader(name="Cache-Control", value="no-store"),
     ResponseHeader(name="Pragma", value="no-cache"),
 ]
+ErrorHandler = Callable[[Request[Any, Any, Any], Any], Response[bytes]]
+
+
+def _not_stored(handler: ErrorHandler) -> ErrorHandler:
+    """The app's error handler, plus the no-store headers every token response carries."""
+
+    def handle(request: Request[Any, Any, Any], exc: Any) -> Response[bytes]:
+        response = handler(request, exc)
+        response.headers.update({header.name: header.value for header in NO_STORE})
+        return response
+
+    return handle
 
 
 def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]:
@@ -77,6 +90,10 @@ class AuthController(Controller):
     tags = ["auth"]  # noqa: RUF012
     opt = {"exclude_from_auth": True}  # noqa: RUF012
     response_headers = NO_STORE
+    # every error of these endpoints (415, 413, 503 as well as the OAuth ones) is no-store
+    exception_handlers = {  # noqa: RUF012
+        exc_type: _not_stored(handler) for exc_type, handler in EXCEPTION_HANDLERS.items()
+    }
 
     @post("/login", status_code=200, media_type=HAL_JSON, summary="Log in (password grant)")
     async def login(
