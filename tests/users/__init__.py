@@ -1,0 +1,1 @@
+"""Contract §3: GET /users/me."""
