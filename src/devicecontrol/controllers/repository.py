@@ -73,9 +73,18 @@ async def find_owned(connection: AsyncConnection, user_id: int, serial_number: s
     return (await connection.execute(query)).first()
 
 
-async def find_by_serial(connection: AsyncConnection, serial_number: str) -> Row | None:
-    """Every column, for the rules of assignment and provisioning."""
+async def find_by_serial(
+    connection: AsyncConnection, serial_number: str, *, lock: bool = False
+) -> Row | None:
+    """Every column, for the rules of assignment and provisioning.
+
+    ``lock`` holds the row (``FOR UPDATE`` on PostgreSQL) until the transaction ends, so
+    that ownership changes of one controller run one after another and each sees the last
+    one's outcome. SQLite needs no lock: its write transactions already run one at a time.
+    """
     query = select(controllers).where(controllers.c.serial_number == serial_number)
+    if lock:
+        query = query.with_for_update()
     return (await connection.execute(query)).first()
 
 

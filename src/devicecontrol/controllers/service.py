@@ -50,6 +50,8 @@ def build_query(
         raise InvalidField("page", "must be a positive integer")
     if not 1 <= size <= settings.max_page_size:
         raise InvalidField("page_size", f"must be between 1 and {settings.max_page_size}")
+    if type_ is not None and "\x00" in type_:  # PostgreSQL rejects NUL in text outright
+        raise InvalidField("type", "must not contain NUL characters")
     normalized_mac = None
     if mac:
         normalized_mac = normalize_mac(mac)
@@ -117,7 +119,7 @@ async def assign_controller(
         raise NotFound(f"No controller with serial number {serial_number} exists.")
     try:
         async with runtime.database.write() as connection:
-            controller = await repository.find_by_serial(connection, serial_number)
+            controller = await repository.find_by_serial(connection, serial_number, lock=True)
             if controller is None:
                 raise NotFound(f"No controller with serial number {serial_number} exists.")
             if controller.user_id == user_id:
@@ -145,7 +147,7 @@ async def reassign_controller(
         raise _not_yours(serial_number)
     try:
         async with runtime.database.write() as connection:
-            controller = await repository.find_by_serial(connection, serial_number)
+            controller = await repository.find_by_serial(connection, serial_number, lock=True)
             if controller is None or controller.user_id != user_id:
                 raise _not_yours(serial_number)
             target_id = await find_active_user_id(connection, username_key(new_owner))
