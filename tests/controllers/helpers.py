@@ -1,0 +1,96 @@
+"""What the controller tests share: database look-ups and problem-body checks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from sqlalchemy import Row, select
+
+from devicecontrol.app import create_app
+from devicecontrol.config import Settings
+from devicecontrol.runtime import Runtime
+from devicecontrol.tables import controller_assignments, controllers
+
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
+CONTROLLER_FIELDS = {
+    "user_id",
+    "serial_number",
+    "mac",
+    "firmware_version",
+    "name",
+    "type",
+    "room_id",
+    "online",
+    "brand_id",
+    "controller_log",
+    "_links",
+}
+RECORD_FIELDS = {
+    "id",
+    "user_id",
+    "serial_number",
+    "mac",
+    "firmware_version",
+    "name",
+    "type",
+    "device_group",
+    "status_push",
+    "room_id",
+    "created",
+    "assigned_at",
+    "deleted_at",
+}
+
+
+async def controller_row(runtime: Runtime, serial_number: str) -> Row:
+    async with runtime.database.read() as connection:
+        query = select(controllers).where(controllers.c.serial_number == serial_number)
+        return (await connection.execute(query)).one()
+
+
+async def assignment_rows(runtime: Runtime, serial_number: str) -> list[Row]:
+    """Every assignment record of the controller, oldest first."""
+    async with runtime.database.read() as connection:
+        query = (
+            select(controller_assignments)
+            .where(controller_assignments.c.serial_number == serial_number)
+            .order_by(controller_assignments.c.id)
+        )
+        return list((await connection.execute(query)).all())
+
+
+async def active_rows(runtime: Runtime, serial_number: str) -> list[Row]:
+    return [r for r in await assignment_rows(runtime, serial_number) if r.deleted_at is None]
+
+
+def assert_problem(response: httpx.Response, status: int, field: str | None = None) -> dict:
+    """An RFC 9457 body with this status; with ``field``, an ``errors`` entry naming it."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["type"] == "about:blank"
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert field in [e["field"] for e in body["errors"]], body
+    return body
+
+
+@asynccontextmanager
+async def concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A client whose requests really overlap: the app runs on the test's own event loop.
+
+    Litestar's AsyncTestClient hands each request to a blocking portal and waits for it,
+    so ``asyncio.gather`` over it runs requests one after another and proves no race.
+    """
+    app = create_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+    finally:
+        await app.state.runtime.close()
