@@ -7,6 +7,7 @@ status 1; nothing is half-written, because each service call writes in one trans
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -38,6 +39,10 @@ class OneLineErrorGroup(click.Group):
             result = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            # a bare group (`devicecontrol`, `devicecontrol users`) shows its help, as --help does
+            click.echo(exc.ctx.get_help())
+            sys.exit(0)
         except click.Abort:
             click.echo("Error: aborted", err=True)
             sys.exit(1)
@@ -66,6 +71,7 @@ def run_with_database(
 ) -> T:
     """Create or upgrade the schema, run one service call, and report its errors in one line."""
     runtime = build_runtime(database_url)
+    _check_sqlite_file(runtime)
 
     async def migrate_then_work() -> T:
         try:
@@ -81,6 +87,21 @@ def run_with_database(
     except (DBAPIError, OSError) as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise OperatorError(f"database unavailable: {reason}") from None
+
+
+def _check_sqlite_file(runtime: Runtime) -> None:
+    """Open an SQLite file once, synchronously, before the event loop starts.
+
+    When aiosqlite cannot open the file it stops its worker thread without waiting for it;
+    the thread then reports to an event loop that asyncio.run has already closed, and a
+    traceback lands on stderr after the one-line error. Failing here avoids that.
+    """
+    if not runtime.database.is_sqlite:
+        return
+    try:
+        sqlite3.connect(runtime.database.engine.url.database or "").close()
+    except sqlite3.Error as exc:
+        raise OperatorError(f"database unavailable: {exc}") from None
 
 
 def database_option(command: F) -> F:
