@@ -281,9 +281,15 @@ async def import_controllers(runtime: Runtime, path: Path, *, skip_invalid: bool
 async def _bulk_register(
     connection: AsyncConnection, specs: list[tuple[ControllerSpec, int | None]]
 ) -> None:
-    unowned = [_row_values(spec, None) for spec, owner_id in specs if owner_id is None]
+    """Register in the file's order (the owners' lists are in registration order)."""
+    unowned: list[dict[str, Any]] = []  # a run of unowned rows goes in as one statement
+    for spec, owner_id in specs:
+        if owner_id is None:
+            unowned.append(_row_values(spec, None))
+            continue
+        if unowned:
+            await connection.execute(controllers.insert(), unowned)
+            unowned = []
+        await _register(connection, spec, owner_id)
     if unowned:
         await connection.execute(controllers.insert(), unowned)
-    for spec, owner_id in specs:
-        if owner_id is not None:
-            await _register(connection, spec, owner_id)
