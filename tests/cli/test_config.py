@@ -1,0 +1,96 @@
+"""devicecontrol.config.load_settings: each DEVICECONTROL_* variable, its default, its checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from devicecontrol.config import DEFAULT_DATABASE_URL, Settings, SettingsError, load_settings
+
+DEFAULTS = {
+    "database_url": "sqlite:///./devicecontrol.db",
+    "access_token_ttl": 86400,
+    "refresh_token_ttl": 2592000,
+    "default_page_size": 100,
+    "max_page_size": 500,
+    "log_level": "info",
+}
+INTEGER_VARIABLES = {
+    "DEVICECONTROL_ACCESS_TOKEN_TTL": "access_token_ttl",
+    "DEVICECONTROL_REFRESH_TOKEN_TTL": "refresh_token_ttl",
+    "DEVICECONTROL_DEFAULT_PAGE_SIZE": "default_page_size",
+    "DEVICECONTROL_MAX_PAGE_SIZE": "max_page_size",
+}
+
+
+def fields(settings: Settings) -> dict[str, object]:
+    return {name: getattr(settings, name) for name in DEFAULTS}
+
+
+def test_with_no_variables_every_setting_has_its_documented_default():
+    assert fields(load_settings({})) == DEFAULTS
+    assert DEFAULTS["database_url"] == DEFAULT_DATABASE_URL
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_variable_means_its_default(blank):
+    environ = {name: blank for name in INTEGER_VARIABLES}
+    environ |= {"DEVICECONTROL_DATABASE_URL": blank, "DEVICECONTROL_LOG_LEVEL": blank}
+    assert fields(load_settings(environ)) == DEFAULTS
+
+
+def test_database_url_is_read_from_its_variable_without_surrounding_space():
+    settings = load_settings({"DEVICECONTROL_DATABASE_URL": " postgresql://pg@db.internal/dc "})
+    assert settings.database_url == "postgresql://pg@db.internal/dc"
+
+
+@pytest.mark.parametrize(("variable", "field"), INTEGER_VARIABLES.items())
+def test_each_integer_setting_is_read_from_its_variable(variable, field):
+    settings = load_settings({variable: "321"})
+    assert getattr(settings, field) == 321
+    assert fields(settings) == DEFAULTS | {field: 321}
+
+
+@pytest.mark.parametrize("variable", INTEGER_VARIABLES)
+@pytest.mark.parametrize("raw", ["abc", "1.5", "0", "-1", "12s"])
+def test_an_integer_setting_must_be_a_positive_integer(variable, raw):
+    with pytest.raises(SettingsError, match=variable):
+        load_settings({variable: raw})
+
+
+@pytest.mark.parametrize("level", ["critical", "error", "warning", "info", "debug"])
+def test_log_level_accepts_the_level_names_in_any_case(level):
+    assert load_settings({"DEVICECONTROL_LOG_LEVEL": level.upper()}).log_level == level
+
+
+@pytest.mark.parametrize("level", ["loud", "trace", "verbose", "20"])
+def test_log_level_rejects_anything_else(level):
+    with pytest.raises(SettingsError, match="DEVICECONTROL_LOG_LEVEL"):
+        load_settings({"DEVICECONTROL_LOG_LEVEL": level})
+
+
+def test_default_page_size_must_not_exceed_max_page_size():
+    with pytest.raises(SettingsError, match="DEVICECONTROL_DEFAULT_PAGE_SIZE"):
+        load_settings({"DEVICECONTROL_DEFAULT_PAGE_SIZE": "600"})
+    settings = load_settings(
+        {"DEVICECONTROL_DEFAULT_PAGE_SIZE": "20", "DEVICECONTROL_MAX_PAGE_SIZE": "20"}
+    )
+    assert (settings.default_page_size, settings.max_page_size) == (20, 20)
+
+
+def test_variables_without_the_prefix_are_ignored():
+    assert fields(load_settings({"DATABASE_URL": "sqlite:///other.db", "LOG_LEVEL": "x"})) == (
+        DEFAULTS
+    )
+
+
+def test_the_process_environment_is_read_when_no_mapping_is_given(monkeypatch):
+    monkeypatch.setenv("DEVICECONTROL_ACCESS_TOKEN_TTL", "77")
+    assert load_settings().access_token_ttl == 77
+
+
+def test_the_cli_database_url_replaces_only_the_database():
+    settings = load_settings({"DEVICECONTROL_ACCESS_TOKEN_TTL": "60"})
+    moved = settings.with_database_url("sqlite:///moved.db")
+    assert moved.database_url == "sqlite:///moved.db"
+    assert moved.access_token_ttl == 60
+    assert settings.with_database_url(None) == settings

@@ -1,0 +1,80 @@
+"""`devicecontrol demo`: demo data into an empty database only, and the walk-through."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from devicecontrol import demo
+from devicecontrol.tables import clients, controller_assignments, controllers, countries, users
+from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.factories import bearer, login, make_client, make_controller, make_user
+
+
+async def test_demo_fills_an_empty_database_and_prints_the_walkthrough(database_url, runtime):
+    result = await cli("demo", database_url=database_url)
+    assert_succeeded(result)
+    assert result.stdout.rstrip("\n") == demo.walkthrough("http://127.0.0.1:8000").rstrip("\n")
+    assert [row.client_id for row in await rows(runtime, clients)] == [demo.DEMO_CLIENT_ID]
+    demo_user, friend = await rows(runtime, users)
+    assert (demo_user.username, friend.username) == (demo.DEMO_USER, demo.FRIEND_USER)
+    assert {c.geoname_id for c in await rows(runtime, countries)} == {727011, 2759794}
+    owners = {row.serial_number: row.user_id for row in await rows(runtime, controllers)}
+    assert owners == {
+        "DEMO-MELISSA-1": demo_user.id,
+        "DEMO-PLUG-1": demo_user.id,
+        "DEMO-PLUG-2": None,
+        "DEMO-BOBBIE-1": None,
+    }
+    records = await rows(runtime, controller_assignments)
+    assert sorted(r.serial_number for r in records) == ["DEMO-MELISSA-1", "DEMO-PLUG-1"]
+
+
+async def test_the_printed_demo_credentials_log_in(database_url, runtime, client):
+    assert_succeeded(await cli("demo", database_url=database_url))
+    for username, password in (
+        (demo.DEMO_USER, demo.DEMO_PASSWORD),
+        (demo.FRIEND_USER, demo.FRIEND_PASSWORD),
+    ):
+        auth = await login(
+            client,
+            username,
+            password=password,
+            client_id=demo.DEMO_CLIENT_ID,
+            client_secret=demo.DEMO_CLIENT_SECRET,
+        )
+        response = await client.get("/v1/users/me", headers=bearer(auth["access_token"]))
+        assert response.json()["users"]["username"] == username
+
+
+async def test_demo_creates_the_schema_in_a_new_sqlite_file(tmp_path):
+    path = tmp_path / "demo.db"
+    assert_succeeded(await cli("demo", database_url=f"sqlite:///{path}"))
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM controllers").fetchone() == (4,)
+
+
+SEEDS = {
+    "a user": lambda runtime: make_user(runtime, "ana@example.com"),
+    "a client": make_client,
+    "a controller": lambda runtime: make_controller(runtime, "SN1"),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS.values(), ids=SEEDS.keys())
+async def test_demo_on_a_database_with_any_data_fails_in_one_line_and_writes_nothing(
+    seed, database_url, runtime
+):
+    await seed(runtime)
+    before = await snapshot(runtime)
+    result = await cli("demo", database_url=database_url)
+    assert_one_line_error(result, "not empty")
+    assert await snapshot(runtime) == before
+
+
+async def test_demo_run_twice_fails_the_second_time_and_keeps_the_first_data(database_url, runtime):
+    assert_succeeded(await cli("demo", database_url=database_url))
+    before = await snapshot(runtime)
+    assert_one_line_error(await cli("demo", database_url=database_url), "not empty")
+    assert await snapshot(runtime) == before

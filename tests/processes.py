@@ -1,0 +1,147 @@
+"""Real processes for the CLI and end-to-end tests: the command line, and a running server.
+
+Every subprocess is bounded by a timeout and killed when the test ends, however it ends.
+The children get the parent's environment without any DEVICECONTROL_* variable, so a
+setting in the developer's shell never leaks into a test; tests pass what they need.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+CLI_TIMEOUT_S = 60
+SERVER_START_TIMEOUT_S = 30
+DEVICECONTROL = [sys.executable, "-m", "devicecontrol"]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVICECONTROL_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    *args: str,
+    database_url: str | None = None,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``devicecontrol ARGS [--database-url URL]`` to completion (killed after a minute)."""
+    command = [*DEVICECONTROL, *args]
+    if database_url is not None:
+        command += ["--database-url", database_url]
+    return subprocess.run(
+        command,
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        env=child_environment(env),
+        cwd=cwd,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+    )
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    stdout_path: Path
+    stderr_path: Path
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the server and any worker it forked: they share the session it was started in."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _wait_until_answering(server: Server) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(
+                f"devicecontrol serve exited with status {server.process.returncode}:\n"
+                f"{server.stdout()}\n{server.stderr()}"
+            )
+        try:
+            # any HTTP answer (a 401 here) means the app is up and routing requests
+            httpx.get(f"{server.base_url}/v1/users/me", timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(
+        f"devicecontrol serve did not answer within {SERVER_START_TIMEOUT_S} s:\n"
+        f"{server.stdout()}\n{server.stderr()}"
+    )
+
+
+@contextmanager
+def running_server(
+    database_url: str,
+    workdir: Path,
+    *extra_args: str,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """``devicecontrol serve`` on a free port, answering HTTP; stopped when the block ends."""
+    port = free_port()
+    stdout_path, stderr_path = workdir / "serve.stdout", workdir / "serve.stderr"
+    command = [
+        *DEVICECONTROL,
+        "serve",
+        "--port",
+        str(port),
+        "--database-url",
+        database_url,
+        *extra_args,
+    ]
+    with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            env=child_environment(env),
+            cwd=workdir,
+            start_new_session=True,
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", stdout_path, stderr_path)
+    try:
+        _wait_until_answering(server)
+        yield server
+    finally:
+        _stop(process)
