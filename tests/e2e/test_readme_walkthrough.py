@@ -1,0 +1,104 @@
+"""The README's curl walk-through works verbatim against `devicecontrol serve --demo`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from devicecontrol import demo
+from tests.processes import child_environment, running_server
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCK = re.compile(
+    r"<!-- walkthrough:start -->\n```sh\n(?P<script>.*?)```\n<!-- walkthrough:end -->", re.DOTALL
+)
+WALKTHROUGH_TIMEOUT_S = 120
+
+
+def readme_walkthrough() -> str:
+    found = BLOCK.findall(README.read_text(encoding="utf-8"))
+    assert len(found) == 1, (
+        "README.md needs exactly one ```sh block between the walkthrough markers"
+    )
+    return found[0]
+
+
+def test_the_readme_walkthrough_is_the_text_the_demo_prints():
+    assert readme_walkthrough().rstrip("\n") == demo.walkthrough_script().rstrip("\n")
+    assert demo.walkthrough_script() in demo.walkthrough("http://127.0.0.1:8000")
+
+
+def run_walkthrough(script: str, base_url: str, workdir: Path) -> list[dict]:
+    assert shutil.which("curl"), "curl is needed to run the README walk-through; install it"
+    assert shutil.which("python3"), "python3 (on PATH) is needed by the README walk-through"
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=workdir,
+        env=child_environment({"B": base_url}),
+        capture_output=True,
+        text=True,
+        timeout=WALKTHROUGH_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"walk-through failed ({done.returncode}):\n{done.stderr}"
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    answers = [json.loads(line) for line in lines]
+    assert all(isinstance(answer, dict) for answer in answers)
+    return answers
+
+
+def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
+    script = readme_walkthrough()
+    assert script.startswith("B=${B:-"), "the walk-through must take its base URL from $B"
+    server_dir, shell_dir = tmp_path / "server", tmp_path / "shell"
+    server_dir.mkdir()
+    shell_dir.mkdir()
+    url = f"sqlite:///{server_dir / 'devicecontrol.db'}"
+    with running_server(url, server_dir, "--demo") as server:
+        answers = run_walkthrough(script, server.base_url, shell_dir)
+        with httpx.Client(base_url=server.base_url, timeout=10) as http:
+            friend_login = http.post(
+                "/v1/auth/login",
+                data={"client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
+                      "username": demo.FRIEND_USER, "password": demo.FRIEND_PASSWORD},
+            )  # fmt: skip
+            friend_token = friend_login.json()["auth"]["access_token"]
+            friend_headers = {"Authorization": f"Bearer {friend_token}"}
+            friend = http.get("/v1/users/me", headers=friend_headers).json()["users"]
+            friends_list = http.get("/v1/controllers", headers=friend_headers).json()
+
+    assert len(answers) == script.count("curl -s"), answers
+    login, renew, me, me_advanced, plugs, melissa, plug_2, bobbie, handed_over = answers
+
+    assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["access_token"])
+    assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["refresh_token"])
+    assert re.fullmatch(r"[0-9a-f]{40}", renew["auth"]["access_token"])
+    assert "refresh_token" not in renew["auth"]
+
+    assert me["users"]["username"] == demo.DEMO_USER
+    assert "_relation" not in me["users"]
+    country = me_advanced["users"]["_relation"]["country"]
+    assert (country["geoname_id"], country["country_code"], country["city_name"]) == (
+        727011, "BG", "Sofia",
+    )  # fmt: skip
+    demo_user_id = me["users"]["user_id"]
+
+    assert [c["serial_number"] for c in plugs["_embedded"]["controller"]] == ["DEMO-PLUG-1"]
+    assert melissa["controller"]["serial_number"] == "DEMO-MELISSA-1"
+    assert melissa["controller"]["user_id"] == demo_user_id
+
+    for record, serial in ((plug_2, "DEMO-PLUG-2"), (bobbie, "DEMO-BOBBIE-1")):
+        assert record["controller_reassign"]["serial_number"] == serial
+        assert record["controller_reassign"]["user_id"] == demo_user_id
+        assert record["controller_reassign"]["deleted_at"] is None
+        assert record["_links"] == {"self": {"href": f"/v1/controllers/{serial}/assign"}}
+
+    assert handed_over["controller_reassign"]["serial_number"] == "DEMO-PLUG-2"
+    assert handed_over["controller_reassign"]["user_id"] == friend["user_id"]
+    assert friend["user_id"] != demo_user_id
+    assert [c["serial_number"] for c in friends_list["_embedded"]["controller"]] == ["DEMO-PLUG-2"]

@@ -1,0 +1,188 @@
+"""`devicecontrol serve` as a real process, spoken to over a real socket."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from devicecontrol import demo
+from tests.processes import free_port, run_cli, running_server
+
+SECRET = "e2e-client-secret-0123456789"
+PASSWORD = "e2e-password-123"
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def provision(database_url: str) -> None:
+    """A client, a user and three controllers (two hers), all through the command line."""
+    ok(run_cli("clients", "create", "e2e-app", "--secret", SECRET, database_url=database_url))
+    ok(run_cli("users", "create", "ana@example.com", input=f"{PASSWORD}\n{PASSWORD}\n",
+               database_url=database_url))  # fmt: skip
+    for serial, mac, owner in (
+        ("SN-1", "aa:bb:cc:dd:ee:01", ["--owner", "ana@example.com"]),
+        ("SN-2", "aa:bb:cc:dd:ee:02", ["--owner", "ana@example.com"]),
+        ("SN-3", "aa:bb:cc:dd:ee:03", []),
+    ):
+        added = run_cli("controllers", "add", serial, "--mac", mac, "--type", "smart_plug", *owner,
+                        database_url=database_url)  # fmt: skip
+        ok(added)
+
+
+def log_in(http: httpx.Client, prefix: str = "/v1", **credentials: str) -> httpx.Response:
+    form = {
+        "grant_type": "password",
+        "client_id": "e2e-app",
+        "client_secret": SECRET,
+        "username": "ana@example.com",
+        "password": PASSWORD,
+        **credentials,
+    }
+    return http.post(f"{prefix}/auth/login", data=form, headers=FORM)
+
+
+def assert_token_response(response: httpx.Response, path: str) -> dict:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/hal+json")
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["pragma"] == "no-cache"
+    body = response.json()
+    assert body["_links"] == {"self": {"href": f"/v1/auth/{path}"}}
+    auth = body["auth"]
+    assert re.fullmatch(r"[0-9a-f]{40}", auth["access_token"])
+    assert (auth["token_type"], auth["scope"]) == ("Bearer", None)
+    return auth
+
+
+@pytest.mark.parametrize("prefix", ["/v1", ""], ids=["v1 paths", "unprefixed paths"])
+def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, database_url, tmp_path):
+    provision(database_url)
+    with (
+        running_server(database_url, tmp_path) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        auth = assert_token_response(log_in(http, prefix), "login")
+        assert auth["expires_in"] == 86400
+        assert re.fullmatch(r"[0-9a-f]{40}", auth["refresh_token"])
+        renew = {"client_id": "e2e-app", "client_secret": SECRET,
+                 "refresh_token": auth["refresh_token"]}  # fmt: skip
+        renewed = assert_token_response(
+            http.post(f"{prefix}/auth/renew", data=renew, headers=FORM), "renew"
+        )
+        assert "refresh_token" not in renewed
+        assert renewed["access_token"] != auth["access_token"]
+
+        headers = {"Authorization": f"Bearer {renewed['access_token']}"}
+        listed = http.get(f"{prefix}/controllers", headers=headers)
+        assert listed.status_code == 200
+        assert listed.headers["content-type"].startswith("application/hal+json")
+        body = listed.json()
+        assert [c["serial_number"] for c in body["_embedded"]["controller"]] == ["SN-1", "SN-2"]
+        assert body["total"] == 2
+        one = http.get(f"{prefix}/controllers/SN-2", headers=headers)
+        assert one.status_code == 200
+        controller = one.json()["controller"]
+        assert (controller["serial_number"], controller["mac"]) == ("SN-2", "AABBCCDDEE02")
+        assert one.json()["_links"] == {"self": {"href": "/v1/controllers/SN-2"}}
+        assert http.get(f"{prefix}/controllers/SN-3", headers=headers).status_code == 404
+        me = http.get(f"{prefix}/users/me", headers=headers).json()["users"]
+        assert me["username"] == "ana@example.com"
+
+
+def test_serve_refuses_wrong_credentials_over_a_real_socket(database_url, tmp_path):
+    provision(database_url)
+    with (
+        running_server(database_url, tmp_path) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        wrong_password = log_in(http, password="not-the-password")
+        assert wrong_password.status_code == 400
+        assert wrong_password.json()["error"] == "invalid_grant"
+        wrong_secret = log_in(http, client_secret="not-the-secret-0123456789")
+        assert wrong_secret.status_code == 401
+        assert wrong_secret.json()["error"] == "invalid_client"
+        assert http.get("/v1/controllers").status_code == 401
+
+
+def demo_login(http: httpx.Client) -> httpx.Response:
+    return http.post(
+        "/v1/auth/login",
+        data={"client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
+              "username": demo.DEMO_USER, "password": demo.DEMO_PASSWORD},
+    )  # fmt: skip
+
+
+def assert_demo_works(server) -> None:
+    assert demo.walkthrough(server.base_url) in server.stdout()
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        auth = assert_token_response(demo_login(http), "login")
+        headers = {"Authorization": f"Bearer {auth['access_token']}"}
+        listed = http.get("/v1/controllers", headers=headers).json()["_embedded"]["controller"]
+        assert [c["serial_number"] for c in listed] == ["DEMO-MELISSA-1", "DEMO-PLUG-1"]
+
+
+def test_serve_demo_fills_an_empty_database_and_the_demo_login_works(database_url, tmp_path):
+    with running_server(database_url, tmp_path, "--demo") as server:
+        assert_demo_works(server)
+
+
+def test_serve_demo_creates_and_fills_a_new_sqlite_file(tmp_path):
+    path = tmp_path / "brand-new.db"
+    with running_server(f"sqlite:///{path}", tmp_path, "--demo") as server:
+        assert_demo_works(server)
+    assert path.exists()
+
+
+def test_serve_demo_on_a_database_with_data_adds_none_but_serves(database_url, tmp_path):
+    provision(database_url)
+    with running_server(database_url, tmp_path, "--demo") as server:
+        assert "not empty" in server.stderr()
+        with httpx.Client(base_url=server.base_url, timeout=10) as http:
+            assert demo_login(http).status_code == 401
+            assert_token_response(log_in(http), "login")
+
+
+def test_serve_reads_the_token_lifetime_from_the_environment(database_url, tmp_path):
+    provision(database_url)
+    env = {"DEVICECONTROL_ACCESS_TOKEN_TTL": "120"}
+    with (
+        running_server(database_url, tmp_path, env=env) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        assert assert_token_response(log_in(http), "login")["expires_in"] == 120
+
+
+def test_serve_with_two_workers_answers_from_both(database_url, tmp_path):
+    provision(database_url)
+    with (
+        running_server(database_url, tmp_path, "--workers", "2") as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        for _ in range(4):
+            assert_token_response(log_in(http), "login")
+
+
+@pytest.mark.parametrize(
+    ("url", "env", "fragment"),
+    [
+        (None, {"DEVICECONTROL_LOG_LEVEL": "loud"}, "DEVICECONTROL_LOG_LEVEL"),
+        (None, {"DEVICECONTROL_ACCESS_TOKEN_TTL": "abc"}, "DEVICECONTROL_ACCESS_TOKEN_TTL"),
+        ("postgresql://postgres@127.0.0.1:1/nothing", {}, "database unavailable"),
+        ("mysql://root@127.0.0.1/dc", {}, "unsupported database"),
+    ],
+    ids=["bad log level", "bad token lifetime", "unreachable database", "unsupported database"],
+)
+def test_serve_with_bad_settings_exits_1_in_one_line_without_listening(
+    url, env, fragment, tmp_path
+):
+    port = str(free_port())
+    database_url = url or f"sqlite:///{tmp_path / 'serve.db'}"
+    result = run_cli("serve", "--port", port, database_url=database_url, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert fragment in result.stderr
