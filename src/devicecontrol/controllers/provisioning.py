@@ -85,6 +85,9 @@ def _integer(raw: str, column: str) -> int | None:
 def parse_spec(values: dict[str, str]) -> ControllerSpec:
     """Check one controller's fields as text (a CSV row or the CLI's options)."""
     clean = {k: (v or "").strip() for k, v in values.items()}
+    for column, value in clean.items():
+        if "\x00" in value:  # PostgreSQL cannot store NUL in text; SQLite would keep it
+            raise InvalidField(column, "must not contain NUL characters")
     serial = clean.get("serial_number", "")
     if not is_serial_number(serial):
         raise InvalidField("serial_number", "must be 1-64 characters of A-Z a-z 0-9 _ -")
