@@ -244,6 +244,30 @@ async def test_an_unreadable_file_fails_in_one_line_and_writes_nothing(
     assert await snapshot(runtime) == before
 
 
+@pytest.mark.parametrize("column", ["name", "type", "firmware_version", "owner", "claim_code"])
+async def test_a_nul_character_in_any_field_is_a_bad_row_on_both_databases(
+    column, database_url, runtime, tmp_path
+):
+    await make_user(runtime, "ana@example.com")
+    values = {
+        "serial_number": "NUL-1",
+        "mac": "AABBCCDDEE01",
+        "type": "melissa",
+        "name": "N",
+        "firmware_version": "1.0",
+        "owner": "ana@example.com",
+        "claim_code": "CODE",
+    }
+    values[column] = values[column][:1] + "\x00" + values[column][1:]
+    path = write_csv(tmp_path, ",".join(values) + "\n" + ",".join(values.values()) + "\n")
+    before = await snapshot(runtime)
+    result = await cli("controllers", "import", path, "--skip-invalid", database_url=database_url)
+    assert_succeeded(result)
+    assert reported_lines(result.stderr) == [2]
+    assert f"{column}: must not contain NUL" in result.stderr
+    assert await snapshot(runtime) == before
+
+
 async def test_a_utf8_file_with_a_byte_order_mark_is_read(database_url, runtime, tmp_path):
     path = tmp_path / "excel.csv"
     path.write_text("serial_number,mac,type,name\nSN1,AABBCCDDEE01,melissa,Café\n", "utf-8-sig")

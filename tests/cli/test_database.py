@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import make_url
 
 from devicecontrol.tables import clients, metadata
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
@@ -51,9 +53,23 @@ async def test_db_upgrade_rerun_is_harmless_and_keeps_the_data(database_url, run
     assert await snapshot(runtime) == before
 
 
+POSTGRESQL_URL = os.environ.get("DEVICECONTROL_TEST_POSTGRESQL_URL", "").strip()
+MISSING_POSTGRESQL_DATABASE = (
+    [
+        (
+            make_url(POSTGRESQL_URL).set(database="dctest_never_created").render_as_string(False),
+            'database "dctest_never_created" does not exist',
+        )
+    ]
+    if POSTGRESQL_URL
+    else []
+)
+
+
 @pytest.mark.parametrize(
     ("url", "fragment"),
     [
+        *MISSING_POSTGRESQL_DATABASE,
         ("mysql://root@127.0.0.1/devicecontrol", "unsupported database"),
         ("not a url at all", "not a database URL"),
         ("sqlite://", "must name a file"),
