@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -14,6 +15,17 @@ class SettingsError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
 
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleRule:
+    """At most ``limit`` failures within ``window_s`` seconds; then 429 until one ages out."""
+
+    limit: int
+    window_s: int
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
@@ -22,6 +34,11 @@ class Settings:
     default_page_size: int = 100
     max_page_size: int = 500
     log_level: str = "info"
+    throttle_login_per_username: ThrottleRule = ThrottleRule(5, 900)
+    throttle_login_per_address: ThrottleRule = ThrottleRule(20, 60)
+    throttle_claim_per_controller: ThrottleRule = ThrottleRule(5, 900)
+    throttle_claim_per_user: ThrottleRule = ThrottleRule(10, 900)
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -41,19 +58,61 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _throttle_rule(environ: Mapping[str, str], name: str, default: ThrottleRule) -> ThrottleRule:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return default
+    limit, _, window = raw.partition("/")
+    try:
+        rule = ThrottleRule(int(limit), int(window))
+    except ValueError:
+        raise SettingsError(
+            f"{ENV_PREFIX}{name} must be COUNT/SECONDS such as 5/900, got {raw!r}"
+        ) from None
+    if rule.limit < 1 or rule.window_s < 1:
+        raise SettingsError(f"{ENV_PREFIX}{name} needs a count and seconds of at least 1")
+    return rule
+
+
+def _networks(environ: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:
+    raw = environ.get(ENV_PREFIX + name, "")
+    try:
+        return tuple(
+            ipaddress.ip_network(part.strip(), strict=False)
+            for part in raw.split(",")
+            if part.strip()
+        )
+    except ValueError as exc:
+        raise SettingsError(f"{ENV_PREFIX}{name}: {exc}") from None
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and check every DEVICECONTROL_* variable; raise SettingsError on a bad one."""
     env = os.environ if environ is None else environ
+    defaults = Settings()
     log_level = env.get(ENV_PREFIX + "LOG_LEVEL", "info").strip().lower() or "info"
     if log_level not in {"critical", "error", "warning", "info", "debug"}:
         raise SettingsError(f"{ENV_PREFIX}LOG_LEVEL must be a log level name, got {log_level!r}")
     settings = Settings(
         database_url=env.get(ENV_PREFIX + "DATABASE_URL", "").strip() or DEFAULT_DATABASE_URL,
-        access_token_ttl=_positive_int(env, "ACCESS_TOKEN_TTL", 86400),
-        refresh_token_ttl=_positive_int(env, "REFRESH_TOKEN_TTL", 2592000),
-        default_page_size=_positive_int(env, "DEFAULT_PAGE_SIZE", 100),
-        max_page_size=_positive_int(env, "MAX_PAGE_SIZE", 500),
+        access_token_ttl=_positive_int(env, "ACCESS_TOKEN_TTL", defaults.access_token_ttl),
+        refresh_token_ttl=_positive_int(env, "REFRESH_TOKEN_TTL", defaults.refresh_token_ttl),
+        default_page_size=_positive_int(env, "DEFAULT_PAGE_SIZE", defaults.default_page_size),
+        max_page_size=_positive_int(env, "MAX_PAGE_SIZE", defaults.max_page_size),
         log_level=log_level,
+        throttle_login_per_username=_throttle_rule(
+            env, "THROTTLE_LOGIN_PER_USERNAME", defaults.throttle_login_per_username
+        ),
+        throttle_login_per_address=_throttle_rule(
+            env, "THROTTLE_LOGIN_PER_ADDRESS", defaults.throttle_login_per_address
+        ),
+        throttle_claim_per_controller=_throttle_rule(
+            env, "THROTTLE_CLAIM_PER_CONTROLLER", defaults.throttle_claim_per_controller
+        ),
+        throttle_claim_per_user=_throttle_rule(
+            env, "THROTTLE_CLAIM_PER_USER", defaults.throttle_claim_per_user
+        ),
+        trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
     )
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(

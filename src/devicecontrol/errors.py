@@ -85,6 +85,13 @@ class Conflict(DomainError):
     status = 409
 
 
+class TooManyRequests(DomainError):
+    status = 429
+
+    def __init__(self, detail: str, *, retry_after_s: int) -> None:
+        super().__init__(detail, headers={"Retry-After": str(max(1, retry_after_s))})
+
+
 class UnsupportedMediaType(DomainError):
     status = 415
 

@@ -1,11 +1,10 @@
 """What every service call needs: settings, the database and the password-hashing limiter.
 
-The HTTP app and the CLI each build one ``Runtime`` and hand it to the same services.
+The HTTP app and the CLI each build one ``Runtime`` and hand it to the same services. It is
+a plain class on purpose: Litestar then injects it as it is, without validating its fields.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import anyio
 
@@ -16,13 +15,11 @@ from devicecontrol.db import Database
 PASSWORD_HASHING_CONCURRENCY = 2
 
 
-@dataclass
 class Runtime:
-    settings: Settings
-    database: Database
-    hashing_limiter: anyio.CapacityLimiter = field(
-        default_factory=lambda: anyio.CapacityLimiter(PASSWORD_HASHING_CONCURRENCY)
-    )
+    def __init__(self, settings: Settings, database: Database) -> None:
+        self.settings = settings
+        self.database = database
+        self.hashing_limiter = anyio.CapacityLimiter(PASSWORD_HASHING_CONCURRENCY)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:

@@ -141,3 +141,14 @@ controller_assignments = Table(
         postgresql_where=ACTIVE_ONLY,
     ),
 )
+
+throttle_failures = Table(
+    "throttle_failures",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("scope", String(32), nullable=False),
+    # SHA-256 of the throttled subject (username, address, serial, user id): fixed size
+    Column("subject_digest", String(DIGEST_LENGTH), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_throttle_failures_scope_subject", "scope", "subject_digest", "created_at"),
+)

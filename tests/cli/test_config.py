@@ -94,3 +94,41 @@ def test_the_cli_database_url_replaces_only_the_database():
     assert moved.database_url == "sqlite:///moved.db"
     assert moved.access_token_ttl == 60
     assert settings.with_database_url(None) == settings
+
+
+THROTTLE_VARIABLES = {
+    "DEVICECONTROL_THROTTLE_LOGIN_PER_USERNAME": ("throttle_login_per_username", (5, 900)),
+    "DEVICECONTROL_THROTTLE_LOGIN_PER_ADDRESS": ("throttle_login_per_address", (20, 60)),
+    "DEVICECONTROL_THROTTLE_CLAIM_PER_CONTROLLER": ("throttle_claim_per_controller", (5, 900)),
+    "DEVICECONTROL_THROTTLE_CLAIM_PER_USER": ("throttle_claim_per_user", (10, 900)),
+}
+
+
+@pytest.mark.parametrize(("variable", "field_and_default"), THROTTLE_VARIABLES.items())
+def test_each_throttle_rule_has_its_default_and_is_read_as_count_slash_seconds(
+    variable, field_and_default
+):
+    field, (limit, window) = field_and_default
+    default = getattr(load_settings({}), field)
+    assert (default.limit, default.window_s) == (limit, window)
+    changed = getattr(load_settings({variable: "3/30"}), field)
+    assert (changed.limit, changed.window_s) == (3, 30)
+
+
+@pytest.mark.parametrize("variable", THROTTLE_VARIABLES)
+@pytest.mark.parametrize("raw", ["5", "5/", "/900", "a/b", "0/900", "5/0", "-1/60"])
+def test_a_throttle_rule_must_be_two_positive_integers(variable, raw):
+    with pytest.raises(SettingsError, match=variable):
+        load_settings({variable: raw})
+
+
+def test_trusted_proxies_are_networks_and_default_to_none():
+    assert load_settings({}).trusted_proxies == ()
+    proxies = load_settings({"DEVICECONTROL_TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16,::1"})
+    assert [str(network) for network in proxies.trusted_proxies] == [
+        "10.0.0.1/32",
+        "192.168.0.0/16",
+        "::1/128",
+    ]
+    with pytest.raises(SettingsError, match="DEVICECONTROL_TRUSTED_PROXIES"):
+        load_settings({"DEVICECONTROL_TRUSTED_PROXIES": "proxy.internal"})

@@ -13,6 +13,7 @@ from litestar import Controller, Request, Response, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 
+from devicecontrol.addresses import client_address
 from devicecontrol.auth import service
 from devicecontrol.auth.schemas import AuthTokens, TokenResponse
 from devicecontrol.bodies import read_json_object, string_field_errors
@@ -101,7 +102,11 @@ class AuthController(Controller):
     ) -> TokenResponse:
         body = await _token_request(request, ("username", "password"))
         issued = await service.login(
-            runtime, _credentials(body), username=body["username"], password=body["password"]
+            runtime,
+            _credentials(body),
+            username=body["username"],
+            password=body["password"],
+            client_address=client_address(request, runtime.settings.trusted_proxies),
         )
         return _token_response(issued, "/auth/login")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from devicecontrol import throttling
 from devicecontrol.auth import repository, tokens
 from devicecontrol.auth.passwords import (
     hash_password_off_loop,
@@ -44,26 +45,48 @@ async def _authenticate_client(runtime: Runtime, credentials: ClientCredentials)
 
 
 async def login(
-    runtime: Runtime, credentials: ClientCredentials, *, username: str, password: str
+    runtime: Runtime,
+    credentials: ClientCredentials,
+    *,
+    username: str,
+    password: str,
+    client_address: str,
 ) -> IssuedTokens:
-    """Resource-owner password grant: a new refresh token and access token for the user."""
+    """Resource-owner password grant: a new refresh token and access token for the user.
+
+    Failures are throttled per username and per client address before any password check.
+    """
     client_pk = await _authenticate_client(runtime, credentials)
+    settings = runtime.settings
+    by_username = (throttling.LOGIN_USERNAME, username_key(username))
+    by_address = (throttling.LOGIN_ADDRESS, client_address)
     async with runtime.database.read() as connection:
-        user = await repository.find_login_user(connection, username_key(username))
+        await throttling.ensure_allowed(
+            connection,
+            [
+                (by_username, settings.throttle_login_per_username),
+                (by_address, settings.throttle_login_per_address),
+            ],
+            utcnow(),
+            what="logins",
+        )
+        user = await repository.find_login_user(connection, by_username[1])
     # an unknown user is verified against a dummy hash: same answer, about the same time
     valid = await verify_password_off_loop(
         user.password_hash if user else None, password, limiter=runtime.hashing_limiter
     )
     if user is None or not valid or user.disabled_at is not None:
+        async with runtime.database.write() as connection:
+            await throttling.record_failures(connection, [by_username, by_address], utcnow())
         raise OAuthError("invalid_grant", "Wrong username or password.")
     new_hash = (
         await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
         if needs_rehash(user.password_hash)
         else None
     )
-    settings = runtime.settings
     access_token, refresh_token, now = tokens.new_token(), tokens.new_token(), utcnow()
     async with runtime.database.write() as connection:
+        await throttling.clear_failures(connection, by_username)
         if new_hash:
             await users_repository.set_password_hash(connection, user.id, new_hash)
         refresh_id = await repository.insert_refresh_token(

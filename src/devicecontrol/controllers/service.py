@@ -10,7 +10,9 @@ from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import throttling
 from devicecontrol.clock import utcnow
+from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
@@ -102,8 +104,6 @@ async def _current_or_new_record(connection: AsyncConnection, controller: Row, u
 
 
 def _check_claim_code(controller: Row, claim_code: str | None) -> None:
-    if controller.claim_code_digest is None:
-        return
     if claim_code is None:
         raise Forbidden("This controller needs its claim code (claim_code) to be assigned.")
     presented = claim_code_digest(controller.serial_number, claim_code)
@@ -111,12 +111,26 @@ def _check_claim_code(controller: Row, claim_code: str | None) -> None:
         raise Forbidden("Wrong claim code for this controller.")
 
 
+def _claim_throttles(
+    runtime: Runtime, user_id: int, serial_number: str
+) -> list[tuple[throttling.Subject, ThrottleRule]]:
+    settings = runtime.settings
+    return [
+        ((throttling.CLAIM_CONTROLLER, serial_number), settings.throttle_claim_per_controller),
+        ((throttling.CLAIM_USER, str(user_id)), settings.throttle_claim_per_user),
+    ]
+
+
 async def assign_controller(
     runtime: Runtime, user_id: int, serial_number: str, *, claim_code: str | None
 ) -> Row:
-    """Give an unowned controller to the caller; idempotent for its owner."""
+    """Give an unowned controller to the caller; idempotent for its owner.
+
+    Wrong or missing claim codes are counted per controller and per user, and throttled.
+    """
     if not is_serial_number(serial_number):
         raise NotFound(f"No controller with serial number {serial_number} exists.")
+    throttles = _claim_throttles(runtime, user_id, serial_number)
     try:
         async with runtime.database.write() as connection:
             controller = await repository.find_by_serial(connection, serial_number, lock=True)
@@ -126,12 +140,18 @@ async def assign_controller(
                 return await _current_or_new_record(connection, controller, user_id)
             if controller.user_id is not None:
                 raise Conflict(f"Controller {serial_number} belongs to another account.")
-            _check_claim_code(controller, claim_code)
+            if controller.claim_code_digest is not None:
+                await throttling.ensure_allowed(connection, throttles, utcnow(), what="claims")
+                _check_claim_code(controller, claim_code)
             if not await repository.claim_if_unowned(connection, controller.id, user_id):
                 raise Conflict(f"Controller {serial_number} belongs to another account.")
             return await repository.insert_assignment(
                 connection, controller, user_id=user_id, room_id=controller.room_id, now=utcnow()
             )
+    except Forbidden:  # the failed claim is counted after its transaction has rolled back
+        async with runtime.database.write() as connection:
+            await throttling.record_failures(connection, [s for s, _ in throttles], utcnow())
+        raise
     except IntegrityError:  # a racing assign won the active-record constraint
         raise Conflict(f"Controller {serial_number} belongs to another account.") from None
 

@@ -1,0 +1,44 @@
+"""The client's address: the socket's peer, or X-Forwarded-For behind a trusted proxy."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from litestar.connection import ASGIConnection
+
+from devicecontrol.config import IPNetwork
+
+UNKNOWN = "unknown"
+
+
+def _parse(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(address.strip())
+    except ValueError:
+        return None
+
+
+def _is_trusted(address: str, trusted: Sequence[IPNetwork]) -> bool:
+    parsed = _parse(address)
+    return parsed is not None and any(parsed in network for network in trusted)
+
+
+def client_address(
+    connection: ASGIConnection[Any, Any, Any, Any], trusted: Sequence[IPNetwork]
+) -> str:
+    """Walk X-Forwarded-For from the right only while the hop that added it is trusted."""
+    peer = connection.client.host if connection.client else UNKNOWN
+    if not trusted or not _is_trusted(peer, trusted):
+        return peer
+    forwarded = ",".join(connection.headers.getall("x-forwarded-for", []))
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+    address = peer
+    for hop in reversed(hops):
+        if _parse(hop) is None:
+            break  # garbage: stop at the last address a trusted proxy vouched for
+        address = hop
+        if not _is_trusted(hop, trusted):
+            break
+    return address
