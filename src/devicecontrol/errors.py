@@ -114,9 +114,12 @@ class OAuthError(DomainError):
     }
 
     def __init__(self, code: str, detail: str, *, errors: list[FieldError] | None = None) -> None:
-        headers = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-        if code == "invalid_client":
-            headers["WWW-Authenticate"] = 'Basic realm="devicecontrol"'
+        # the token endpoints add Cache-Control/Pragma to every error they answer
+        headers = (
+            {"WWW-Authenticate": 'Basic realm="devicecontrol"'}
+            if code == "invalid_client"
+            else None
+        )
         super().__init__(detail, errors=errors, headers=headers)
         self.code = code
         self.status = self.STATUS_BY_CODE[code]  # type: ignore[misc]

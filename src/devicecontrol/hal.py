@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 import msgspec
 
 API_PREFIX = "/v1"
+HAL_JSON = "application/hal+json"
 
 
 class Link(msgspec.Struct, omit_defaults=True, frozen=True):
@@ -51,6 +52,3 @@ def page_links(path: str, *, page: int, page_count: int, query: dict[str, str | 
         prev=at(page - 1) if 1 < page <= page_count else None,
         next=at(page + 1) if page < page_count else None,
     )
-
-
-HAL_JSON = "application/hal+json"
