@@ -6,12 +6,14 @@ from functools import cache
 from typing import Any
 
 from litestar.testing import AsyncTestClient
+from sqlalchemy import select
 
 from devicecontrol.auth.clients import create_client
 from devicecontrol.auth.passwords import hash_password
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
 from devicecontrol.runtime import Runtime
+from devicecontrol.tables import clients
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.identity import username_key
 
@@ -93,10 +95,6 @@ async def logged_in_user(
 ) -> tuple[int, dict[str, str]]:
     """A new user (and the test client, if missing) with a ready Authorization header."""
     async with runtime.database.read() as connection:
-        from sqlalchemy import select
-
-        from devicecontrol.tables import clients
-
         has_client = (
             await connection.execute(select(clients.c.id).where(clients.c.client_id == CLIENT_ID))
         ).first()

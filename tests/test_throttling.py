@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from ipaddress import ip_network
 
 import httpx
 from sqlalchemy import func, select
@@ -118,8 +119,6 @@ async def test_forwarded_for_is_ignored_from_an_untrusted_peer(runtime, settings
 
 async def test_forwarded_for_from_a_trusted_proxy_names_the_client(runtime, settings):
     await account(runtime)
-    from ipaddress import ip_network
-
     limited = replace(
         settings,
         throttle_login_per_address=ThrottleRule(2, 60),

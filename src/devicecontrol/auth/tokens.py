@@ -24,6 +24,6 @@ def digest(secret: str) -> str:
 def matches_digest(secret: str, stored_digest: str | None) -> bool:
     """Constant-time check of a presented secret against a stored digest."""
     presented = digest(secret)
-    return hmac.compare_digest(presented, stored_digest or "0" * len(presented)) and bool(
-        stored_digest
-    )
+    # without a stored digest, still do the comparison so the time taken is the same
+    same = hmac.compare_digest(presented, stored_digest or "0" * len(presented))
+    return same and stored_digest is not None

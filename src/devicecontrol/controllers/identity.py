@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from devicecontrol.auth.tokens import digest
+
 SERIAL_NUMBER = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAC_SEPARATORS = str.maketrans("", "", ":-.")
 _HEX = re.compile(r"^[0-9A-F]*$")
@@ -28,6 +30,4 @@ def normalize_device_mac(value: str) -> str | None:
 
 def claim_code_digest(serial_number: str, claim_code: str) -> str:
     """Claim codes are stored like tokens: a SHA-256 digest, salted with the serial number."""
-    from devicecontrol.auth.tokens import digest
-
     return digest(f"{serial_number}\x1f{claim_code}")
