@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from litestar import Litestar, Router
 from litestar.config.compression import CompressionConfig
@@ -17,6 +20,7 @@ from devicecontrol.auth.routes import AuthController
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.errors import EXCEPTION_HANDLERS
+from devicecontrol.housekeeping import purge_periodically
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.routes import UsersController
 
@@ -32,6 +36,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     async def provide_runtime() -> Runtime:
         return runtime
+
+    @contextlib.asynccontextmanager
+    async def scheduled_purge(_: Litestar) -> AsyncIterator[None]:
+        task = asyncio.create_task(purge_periodically(runtime.database, runtime.settings))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     app = Litestar(
         route_handlers=[
@@ -50,6 +64,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             path="/docs",
             render_plugins=[SwaggerRenderPlugin(path="/")],
         ),
+        lifespan=[scheduled_purge],
         on_shutdown=[runtime.close],
         debug=False,
     )

@@ -39,6 +39,7 @@ class Settings:
     throttle_claim_per_controller: ThrottleRule = ThrottleRule(5, 900)
     throttle_claim_per_user: ThrottleRule = ThrottleRule(10, 900)
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    purge_interval_s: int = 3600
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -113,6 +114,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             env, "THROTTLE_CLAIM_PER_USER", defaults.throttle_claim_per_user
         ),
         trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
+        purge_interval_s=_positive_int(env, "PURGE_INTERVAL", defaults.purge_interval_s),
     )
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(

@@ -108,3 +108,45 @@ async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: 
             .where(table.c.user_id == user_id, table.c.revoked_at.is_(None))
             .values(revoked_at=now)
         )
+
+
+async def revoke_access_token(
+    connection: AsyncConnection, token_digest: str, client_pk: int, now: datetime
+) -> bool:
+    """Revoke the client's own access token with this digest; False if there is none."""
+    result = await connection.execute(
+        update(access_tokens)
+        .where(
+            access_tokens.c.digest == token_digest,
+            access_tokens.c.client_pk == client_pk,
+            access_tokens.c.revoked_at.is_(None),
+        )
+        .values(revoked_at=now)
+    )
+    return result.rowcount > 0
+
+
+async def revoke_refresh_token(
+    connection: AsyncConnection, token_digest: str, client_pk: int, now: datetime
+) -> bool:
+    """Revoke the client's own refresh token and every access token issued from it."""
+    refresh_id = (
+        await connection.execute(
+            update(refresh_tokens)
+            .where(
+                refresh_tokens.c.digest == token_digest,
+                refresh_tokens.c.client_pk == client_pk,
+                refresh_tokens.c.revoked_at.is_(None),
+            )
+            .values(revoked_at=now)
+            .returning(refresh_tokens.c.id)
+        )
+    ).scalar_one_or_none()
+    if refresh_id is None:
+        return False
+    await connection.execute(
+        update(access_tokens)
+        .where(access_tokens.c.refresh_token_id == refresh_id, access_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    return True

@@ -15,7 +15,7 @@ from litestar.di import NamedDependency
 
 from devicecontrol.addresses import client_address
 from devicecontrol.auth import service
-from devicecontrol.auth.schemas import AuthTokens, TokenResponse
+from devicecontrol.auth.schemas import AuthTokens, RevokeResponse, TokenResponse
 from devicecontrol.bodies import read_json_object, string_field_errors
 from devicecontrol.errors import EXCEPTION_HANDLERS, BadRequest, OAuthError
 from devicecontrol.hal import HAL_JSON, self_links
@@ -56,14 +56,14 @@ def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]
 
 
 async def _token_request(
-    request: Request[Any, Any, Any], fields: tuple[str, ...]
+    request: Request[Any, Any, Any], fields: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> dict[str, str]:
     try:
         body = await read_json_object(request, allow_form=True)
     except BadRequest as exc:
         raise OAuthError("invalid_request", exc.detail) from None
     body = {**body, **_basic_client_credentials(request)}
-    errors = string_field_errors(body, ("client_id", "client_secret", *fields))
+    errors = string_field_errors(body, ("client_id", "client_secret", *fields), optional)
     if errors:
         raise OAuthError(
             "invalid_request",
@@ -119,3 +119,11 @@ class AuthController(Controller):
             runtime, _credentials(body), refresh_token=body["refresh_token"]
         )
         return _token_response(issued, "/auth/renew")
+
+    @post("/revoke", status_code=200, media_type=HAL_JSON, summary="Revoke a token (RFC 7009)")
+    async def revoke(
+        self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
+    ) -> RevokeResponse:
+        body = await _token_request(request, ("token",), optional=("token_type_hint",))
+        await service.revoke(runtime, _credentials(body), token=body["token"])
+        return RevokeResponse(links=self_links("/auth/revoke"))

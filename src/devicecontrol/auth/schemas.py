@@ -20,6 +20,12 @@ class TokenResponse(msgspec.Struct, frozen=True):
     links: SelfLinks = msgspec.field(name="_links")
 
 
+class RevokeResponse(msgspec.Struct, frozen=True):
+    """RFC 7009's empty success, in the HAL envelope every response has."""
+
+    links: SelfLinks = msgspec.field(name="_links")
+
+
 class Caller(msgspec.Struct, frozen=True):
     """The authenticated user behind a request's bearer token."""
 

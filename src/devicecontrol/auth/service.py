@@ -134,6 +134,20 @@ async def renew(
     return IssuedTokens(access_token, settings.access_token_ttl)
 
 
+async def revoke(runtime: Runtime, credentials: ClientCredentials, *, token: str) -> None:
+    """RFC 7009 revocation of one of the client's own tokens, access or refresh.
+
+    Unknown tokens, tokens already revoked and tokens of other clients all get the same
+    silent success, so the endpoint tells nobody whether a token exists. Both kinds are
+    looked for whatever ``token_type_hint`` says: a digest lookup is cheap.
+    """
+    client_pk = await _authenticate_client(runtime, credentials)
+    token_digest, now = tokens.digest(token), utcnow()
+    async with runtime.database.write() as connection:
+        if not await repository.revoke_access_token(connection, token_digest, client_pk, now):
+            await repository.revoke_refresh_token(connection, token_digest, client_pk, now)
+
+
 async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Caller:
     """The caller behind an ``Authorization: Bearer`` header, or Unauthenticated."""
     scheme, _, credential = (authorization or "").strip().partition(" ")

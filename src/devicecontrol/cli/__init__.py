@@ -8,9 +8,10 @@ from devicecontrol.cli.core import main
 from devicecontrol.cli.database import db
 from devicecontrol.cli.demo import demo
 from devicecontrol.cli.serve import serve
+from devicecontrol.cli.tokens import tokens
 from devicecontrol.cli.users import users
 
-for command in (serve, db, clients, users, controllers, demo):
+for command in (serve, db, clients, users, controllers, tokens, demo):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -110,6 +110,16 @@ async def transfer_if_owned(
     return result.rowcount == 1
 
 
+async def release_if_owned(connection: AsyncConnection, controller_id: int, user_id: int) -> bool:
+    """Make the owner's controller unowned (and roomless); False if it is not user_id's."""
+    result = await connection.execute(
+        update(controllers)
+        .where(controllers.c.id == controller_id, controllers.c.user_id == user_id)
+        .values(user_id=None, room_id=None)
+    )
+    return result.rowcount == 1
+
+
 async def find_active_assignment(connection: AsyncConnection, controller_id: int) -> Row | None:
     query = select(controller_assignments).where(
         controller_assignments.c.controller_id == controller_id,
@@ -129,6 +139,40 @@ async def close_active_assignment(
         )
         .values(deleted_at=now)
     )
+
+
+async def close_assignment(connection: AsyncConnection, record_id: int, now: datetime) -> Row:
+    """Set ``deleted_at`` on one record and return the record as it now stands."""
+    result = await connection.execute(
+        update(controller_assignments)
+        .where(controller_assignments.c.id == record_id)
+        .values(deleted_at=now)
+        .returning(*controller_assignments.c)
+    )
+    return result.one()
+
+
+async def count_assignments(connection: AsyncConnection, controller_id: int) -> int:
+    query = (
+        select(func.count())
+        .select_from(controller_assignments)
+        .where(controller_assignments.c.controller_id == controller_id)
+    )
+    return (await connection.execute(query)).scalar_one()
+
+
+async def list_assignments(
+    connection: AsyncConnection, controller_id: int, *, limit: int, offset: int
+) -> list[Row]:
+    """A controller's ownership history, newest record first (ids only ever grow)."""
+    query = (
+        select(controller_assignments)
+        .where(controller_assignments.c.controller_id == controller_id)
+        .order_by(controller_assignments.c.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return list((await connection.execute(query)).all())
 
 
 async def insert_assignment(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Controller, Request, get, patch, post
+from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 from sqlalchemy import Row
@@ -14,16 +14,22 @@ from devicecontrol.bodies import read_json_object, string_field_errors
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers import service
 from devicecontrol.controllers.schemas import (
+    AssignmentPage,
     AssignmentRecord,
     AssignmentResponse,
     ControllerBody,
     ControllerPage,
     ControllerResponse,
+    EmbeddedAssignments,
     EmbeddedControllers,
 )
 from devicecontrol.errors import BadRequest
 from devicecontrol.hal import HAL_JSON, controller_path, page_links, self_links
+from devicecontrol.paging import page_request, size_query
 from devicecontrol.runtime import Runtime
+
+PageNumber = Annotated[int, QueryParameter(ge=1)]
+PageSize = Annotated[int | None, QueryParameter(ge=1)]
 
 
 def controller_body(row: Row) -> ControllerBody:
@@ -42,23 +48,27 @@ def controller_body(row: Row) -> ControllerBody:
     )
 
 
+def assignment_record(record: Row) -> AssignmentRecord:
+    return AssignmentRecord(
+        id=record.id,
+        user_id=record.user_id,
+        serial_number=record.serial_number,
+        mac=record.mac,
+        firmware_version=record.firmware_version,
+        name=record.name,
+        type=record.type,
+        device_group=record.device_group,
+        status_push=record.status_push,
+        room_id=record.room_id,
+        created=format_timestamp(record.created_at) or "",
+        assigned_at=format_timestamp(record.assigned_at) or "",
+        deleted_at=format_timestamp(record.deleted_at),
+    )
+
+
 def assignment_response(record: Row) -> AssignmentResponse:
     return AssignmentResponse(
-        controller_reassign=AssignmentRecord(
-            id=record.id,
-            user_id=record.user_id,
-            serial_number=record.serial_number,
-            mac=record.mac,
-            firmware_version=record.firmware_version,
-            name=record.name,
-            type=record.type,
-            device_group=record.device_group,
-            status_push=record.status_push,
-            room_id=record.room_id,
-            created=format_timestamp(record.created_at) or "",
-            assigned_at=format_timestamp(record.assigned_at) or "",
-            deleted_at=format_timestamp(record.deleted_at),
-        ),
+        controller_reassign=assignment_record(record),
         links=self_links(controller_path(record.serial_number) + "/assign"),
     )
 
@@ -81,14 +91,12 @@ class ControllersController(Controller):
         runtime: NamedDependency[Runtime],
         type_: Annotated[str | None, QueryParameter(name="type", max_length=64)] = None,
         mac: Annotated[str | None, QueryParameter(max_length=64)] = None,
-        page: Annotated[int, QueryParameter(ge=1)] = 1,
-        page_size: Annotated[int | None, QueryParameter(ge=1)] = None,
+        page: PageNumber = 1,
+        page_size: PageSize = None,
     ) -> ControllerPage:
         query = service.build_query(runtime, type_=type_, mac=mac, page=page, page_size=page_size)
         result = await service.list_controllers(runtime, request.user.user_id, query)
-        link_query: dict[str, str | int] = {}
-        if query.page_size != runtime.settings.default_page_size:
-            link_query["page_size"] = query.page_size
+        link_query = size_query(runtime.settings, query.paging)
         if query.type is not None:
             link_query["type"] = query.type
         if query.mac is not None:
@@ -96,11 +104,14 @@ class ControllersController(Controller):
         return ControllerPage(
             embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
             total=result.total,
-            page=query.page,
-            page_size=query.page_size,
+            page=query.paging.page,
+            page_size=query.paging.page_size,
             page_count=result.page_count,
             links=page_links(
-                "/controllers", page=query.page, page_count=result.page_count, query=link_query
+                "/controllers",
+                page=query.paging.page,
+                page_count=result.page_count,
+                query=link_query,
             ),
         )
 
@@ -154,3 +165,51 @@ class ControllersController(Controller):
             runtime, request.user.user_id, serial_number, new_owner=body["owner"]
         )
         return assignment_response(record)
+
+    @delete(
+        "/{serial_number:str}/assign",
+        status_code=200,
+        media_type=HAL_JSON,
+        summary="Release the caller's controller (it becomes claimable again)",
+    )
+    async def release(
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: FromPath[str],
+    ) -> AssignmentResponse:
+        record = await service.release_controller(runtime, request.user.user_id, serial_number)
+        return assignment_response(record)
+
+    @get(
+        "/{serial_number:str}/assignments",
+        media_type=HAL_JSON,
+        summary="Ownership history of the caller's controller, newest first",
+    )
+    async def assignments(
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: FromPath[str],
+        page: PageNumber = 1,
+        page_size: PageSize = None,
+    ) -> AssignmentPage:
+        paging = page_request(runtime.settings, page, page_size)
+        result = await service.assignment_history(
+            runtime, request.user.user_id, serial_number, paging
+        )
+        return AssignmentPage(
+            embedded=EmbeddedAssignments(
+                controller_reassign=[assignment_record(row) for row in result.rows]
+            ),
+            total=result.total,
+            page=paging.page,
+            page_size=paging.page_size,
+            page_count=result.page_count,
+            links=page_links(
+                controller_path(serial_number) + "/assignments",
+                page=paging.page,
+                page_count=result.page_count,
+                query=size_query(runtime.settings, paging),
+            ),
+        )

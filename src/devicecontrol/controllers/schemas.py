@@ -58,3 +58,16 @@ class AssignmentRecord(msgspec.Struct, frozen=True):
 class AssignmentResponse(msgspec.Struct, frozen=True):
     controller_reassign: AssignmentRecord
     links: SelfLinks = msgspec.field(name="_links")
+
+
+class EmbeddedAssignments(msgspec.Struct, frozen=True):
+    controller_reassign: list[AssignmentRecord]
+
+
+class AssignmentPage(msgspec.Struct, frozen=True):
+    embedded: EmbeddedAssignments = msgspec.field(name="_embedded")
+    total: int
+    page: int
+    page_size: int
+    page_count: int
+    links: PageLinks = msgspec.field(name="_links")

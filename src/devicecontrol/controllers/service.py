@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import math
 from dataclasses import dataclass
 
 from sqlalchemy import Row
@@ -16,6 +15,7 @@ from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
+from devicecontrol.paging import PageRequest, page_request
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
 from devicecontrol.users.repository import find_active_user_id
@@ -27,12 +27,13 @@ class ControllerQuery:
 
     type: str | None
     mac: str | None
-    page: int
-    page_size: int
+    paging: PageRequest
 
 
 @dataclass(frozen=True, slots=True)
-class ControllerPage:
+class Page:
+    """One page of a collection, with the total that the page links are built from."""
+
     rows: list[Row]
     total: int
     page_count: int
@@ -46,12 +47,7 @@ def build_query(
     runtime: Runtime, *, type_: str | None, mac: str | None, page: int, page_size: int | None
 ) -> ControllerQuery:
     """Check the list parameters against the contract; empty filters mean no filter."""
-    settings = runtime.settings
-    size = settings.default_page_size if page_size is None else page_size
-    if page < 1:
-        raise InvalidField("page", "must be a positive integer")
-    if not 1 <= size <= settings.max_page_size:
-        raise InvalidField("page_size", f"must be between 1 and {settings.max_page_size}")
+    paging = page_request(runtime.settings, page, page_size)
     if type_ is not None and "\x00" in type_:  # PostgreSQL rejects NUL in text outright
         raise InvalidField("type", "must not contain NUL characters")
     normalized_mac = None
@@ -59,28 +55,25 @@ def build_query(
         normalized_mac = normalize_mac(mac)
         if not normalized_mac:
             raise InvalidField("mac", "must be hex digits, optionally separated by : - or .")
-    return ControllerQuery(type=type_ or None, mac=normalized_mac, page=page, page_size=size)
+    return ControllerQuery(type=type_ or None, mac=normalized_mac, paging=paging)
 
 
-async def list_controllers(
-    runtime: Runtime, user_id: int, query: ControllerQuery
-) -> ControllerPage:
+async def list_controllers(runtime: Runtime, user_id: int, query: ControllerQuery) -> Page:
     """One page of the caller's controllers in registration order; past the end is empty."""
+    paging = query.paging
     async with runtime.database.read() as connection:
         total = await repository.count_owned(connection, user_id, type_=query.type, mac=query.mac)
-        page_count = max(1, math.ceil(total / query.page_size))
-        offset = (query.page - 1) * query.page_size
         rows = []
-        if offset < total:
+        if paging.offset < total:  # also keeps huge page numbers away from the database
             rows = await repository.list_owned(
                 connection,
                 user_id,
                 type_=query.type,
                 mac=query.mac,
-                limit=query.page_size,
-                offset=offset,
+                limit=paging.page_size,
+                offset=paging.offset,
             )
-    return ControllerPage(rows=rows, total=total, page_count=page_count)
+    return Page(rows=rows, total=total, page_count=paging.page_count(total))
 
 
 async def get_controller(runtime: Runtime, user_id: int, serial_number: str) -> Row:
@@ -187,3 +180,39 @@ async def reassign_controller(
             )
     except IntegrityError:
         raise Conflict(f"Controller {serial_number} changed hands meanwhile; try again.") from None
+
+
+async def release_controller(runtime: Runtime, user_id: int, serial_number: str) -> Row:
+    """The owner gives the controller up: its record closes, it becomes unowned and claimable.
+
+    Its room goes with the owner, as on a reassign; a claim code, if any, still applies.
+    """
+    if not is_serial_number(serial_number):
+        raise _not_yours(serial_number)
+    async with runtime.database.write() as connection:
+        controller = await repository.find_by_serial(connection, serial_number, lock=True)
+        if controller is None or controller.user_id != user_id:
+            raise _not_yours(serial_number)
+        record = await _current_or_new_record(connection, controller, user_id)
+        if not await repository.release_if_owned(connection, controller.id, user_id):
+            raise _not_yours(serial_number)
+        return await repository.close_assignment(connection, record.id, utcnow())
+
+
+async def assignment_history(
+    runtime: Runtime, user_id: int, serial_number: str, paging: PageRequest
+) -> Page:
+    """The owner's view of every assignment record of the controller, newest first."""
+    if not is_serial_number(serial_number):
+        raise _not_yours(serial_number)
+    async with runtime.database.read() as connection:
+        controller = await repository.find_by_serial(connection, serial_number)
+        if controller is None or controller.user_id != user_id:
+            raise _not_yours(serial_number)
+        total = await repository.count_assignments(connection, controller.id)
+        rows = []
+        if paging.offset < total:
+            rows = await repository.list_assignments(
+                connection, controller.id, limit=paging.page_size, offset=paging.offset
+            )
+    return Page(rows=rows, total=total, page_count=paging.page_count(total))
