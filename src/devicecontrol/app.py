@@ -7,26 +7,65 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, Tag
 
 from devicecontrol import __version__
 from devicecontrol.auth.middleware import BearerTokenMiddleware
 from devicecontrol.auth.routes import AuthController
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
-from devicecontrol.errors import EXCEPTION_HANDLERS
+from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
 from devicecontrol.housekeeping import purge_periodically
+from devicecontrol.openapi import SECURITY_SCHEMES, ServedDocumentPlugin, openapi_json
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024
 GZIP_MINIMUM_BYTES = 1024
 API_CONTROLLERS = [AuthController, UsersController, ControllersController]
+API_DESCRIPTION = """\
+The device-control v1 API. Every endpoint also answers without the `/v1` prefix (documented
+once, under `/v1`). Successes are `application/hal+json`; every error is RFC 9457
+`application/problem+json`. Token endpoints take JSON or form bodies; every other endpoint
+needs `Authorization: Bearer <access_token>`.
+"""
+API_TAGS = [
+    Tag(name="auth", description="Tokens: log in, renew, revoke (no bearer token needed)."),
+    Tag(name="users", description="The caller's profile."),
+    Tag(name="controllers", description="The caller's controllers and their ownership."),
+]
+
+
+def openapi_config() -> OpenAPIConfig:
+    """The document at /openapi.json and /docs/openapi.json, Swagger UI at /docs; no token."""
+    return OpenAPIConfig(
+        title="devicecontrol",
+        version=__version__,
+        description=API_DESCRIPTION,
+        tags=API_TAGS,
+        components=Components(security_schemes=dict(SECURITY_SCHEMES)),
+        openapi_router=Router(
+            "/docs", route_handlers=[], include_in_schema=False, opt={"exclude_from_auth": True}
+        ),
+        render_plugins=[SwaggerRenderPlugin(path="/"), ServedDocumentPlugin()],
+    )
+
+
+def reject_encoded_slash(request: Request) -> None:
+    """An encoded slash is a trick, not a path: ``/controllers/A%2Fassign`` is no resource.
+
+    ASGI servers decode %2F before routing, which would turn it into a separator (and let
+    it past any proxy rule written for the literal path); no serial number contains one.
+    """
+    raw_path = request.scope.get("raw_path") or b""
+    if b"%2f" in raw_path.split(b"?", 1)[0].lower():
+        raise NotFound("No such resource.")
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -52,18 +91,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
             Router(path="/v1", route_handlers=API_CONTROLLERS),
             # the unprefixed paths existing clients call; documented once, under /v1
             Router(path="/", route_handlers=API_CONTROLLERS, include_in_schema=False),
+            openapi_json,
         ],
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},
-        middleware=[DefineMiddleware(BearerTokenMiddleware, exclude=["^/docs"])],
+        middleware=[DefineMiddleware(BearerTokenMiddleware)],
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=reject_encoded_slash,
         compression_config=CompressionConfig(backend="gzip", minimum_size=GZIP_MINIMUM_BYTES),
         request_max_body_size=MAX_BODY_BYTES,
-        openapi_config=OpenAPIConfig(
-            title="devicecontrol",
-            version=__version__,
-            path="/docs",
-            render_plugins=[SwaggerRenderPlugin(path="/")],
-        ),
+        openapi_config=openapi_config(),
         lifespan=[scheduled_purge],
         on_shutdown=[runtime.close],
         debug=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -13,17 +14,41 @@ from devicecontrol.errors import BadRequest, FieldError, UnsupportedMediaType
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 MAX_FIELD_LENGTH = 1024
+MAX_NAME_SHOWN = 64  # of a repeated member name, in the error detail
 
 
 def _media_type(request: Request[Any, Any, Any]) -> str:
-    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    """The media type, lower-case; "" when absent, and when sent twice (which one is meant?)."""
+    values = request.headers.getall("content-type", [])
+    if len(values) != 1:
+        return ""
+    return values[0].split(";", 1)[0].strip().lower()
+
+
+def _no_duplicate_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in members:
+            shown = name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "…"
+            raise BadRequest(f"The JSON member {shown!r} appears more than once.")
+        members[name] = value
+    return members
 
 
 def _decode_json_object(raw: bytes) -> dict[str, Any]:
+    """Strict JSON (msgspec: UTF-8, no lone surrogates, no NaN), then a check for repeated names.
+
+    A repeated member name (``{"owner": "a", "owner": "b"}``) is ambiguous: parsers disagree on
+    which one wins, which is how requests get smuggled past a proxy. The standard library
+    parser is only asked for the member names, on a body msgspec has already accepted.
+    """
     try:
         value = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):  # bad UTF-8 inside a string is the latter
+        json.loads(raw, object_pairs_hook=_no_duplicate_members)
+    except (msgspec.DecodeError, ValueError):  # ValueError: bad UTF-8 inside a string, too
         raise BadRequest("The request body is not valid JSON.") from None
+    except RecursionError:  # both parsers give up at the interpreter's recursion limit
+        raise BadRequest("The request body is nested too deeply.") from None
     if not isinstance(value, dict):
         raise BadRequest("The request body must be a JSON object.")
     return value
@@ -31,7 +56,10 @@ def _decode_json_object(raw: bytes) -> dict[str, Any]:
 
 def _decode_form(raw: bytes) -> dict[str, Any]:
     try:
-        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        # errors="strict": a percent-encoded byte sequence that is not UTF-8 is refused too
+        pairs = parse_qsl(
+            raw.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict"
+        )
     except (UnicodeDecodeError, ValueError):
         raise BadRequest("The form body is not valid UTF-8 form encoding.") from None
     form: dict[str, Any] = {}

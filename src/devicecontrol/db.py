@@ -4,6 +4,10 @@ Services open a transaction with ``Database.read()`` or ``Database.write()``; bo
 on success and roll back on any error. On SQLite a write transaction starts with
 ``BEGIN IMMEDIATE`` so that it takes the write lock up front and waits (busy_timeout)
 instead of failing half-way when another connection wrote first.
+
+On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``errors.py``) rather
+than a hung request, and the pool heals by itself when the server returns: see
+"Database outages" in docs/DESIGN.md.
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from devicecontrol.config import SettingsError
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-POSTGRES_CONNECT_TIMEOUT_S = 5
+# a new connection (TCP, startup, auth) takes milliseconds; an unreachable host gets a 503
+# within the 2 s an outage answer may take, instead of the OS's minutes of SYN retries
+POSTGRES_CONNECT_TIMEOUT_S = 1
+# every statement here takes milliseconds; one that stalls (a frozen server, a network
+# partition with no RST) fails after this instead of holding its request and pool slot
+POSTGRES_COMMAND_TIMEOUT_S = 5
+# waiting longer than this for one of the pool's connections means the database is stuck
+# or overloaded: shed the request with a 503 rather than queue it without bound
+POSTGRES_POOL_TIMEOUT_S = 1
+POSTGRES_POOL_SIZE = 10
+POSTGRES_MAX_OVERFLOW = 10
 _BEGIN_MODE = "devicecontrol_begin"
 
 
@@ -69,9 +83,17 @@ def create_engine(database_url: str) -> AsyncEngine:
         return engine
     return create_async_engine(
         url,
-        pool_size=10,
-        max_overflow=10,
-        connect_args={"timeout": POSTGRES_CONNECT_TIMEOUT_S},
+        pool_size=POSTGRES_POOL_SIZE,
+        max_overflow=POSTGRES_MAX_OVERFLOW,
+        pool_timeout=POSTGRES_POOL_TIMEOUT_S,
+        # a pooled connection may have died with a server restart since its last use: ping
+        # it at checkout (about 0.3 ms on a local server) and reconnect, so that a restart
+        # between requests costs no request an error
+        pool_pre_ping=True,
+        connect_args={
+            "timeout": POSTGRES_CONNECT_TIMEOUT_S,
+            "command_timeout": POSTGRES_COMMAND_TIMEOUT_S,
+        },
     )
 
 

@@ -20,6 +20,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 REALM = 'Bearer realm="devicecontrol"'
 DATABASE_RETRY_AFTER_S = 5
+# SQLSTATEs of a server that cannot serve any session right now, whatever the query:
+# 08 connection exception, 53 insufficient resources (too many connections, disk full),
+# 57P0x shutting down, crashed, or still starting up ("the database system is starting up")
+OUTAGE_SQLSTATE_PREFIXES = ("08", "53", "57P0")
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +191,17 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes
     return problem_response(status, detail, headers=dict(exc.headers or {}))
 
 
+def _is_outage(exc: DBAPIError) -> bool:
+    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+        return True
+    # asyncpg's refusals while connecting arrive as a plain DBAPIError carrying the SQLSTATE
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(OUTAGE_SQLSTATE_PREFIXES)
+
+
 def _database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     """Outages (refused, reset, timed out, locked, unopenable) are 503; query bugs stay 500."""
-    if isinstance(exc, DBAPIError) and not (
-        exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
-    ):
+    if isinstance(exc, DBAPIError) and not _is_outage(exc):
         return _internal_error(request, exc)
     log.warning("database unavailable: %s", type(exc).__name__)
     return problem_response(

@@ -3,6 +3,11 @@
 A failure (wrong password, wrong claim code) is one row; a subject with ``limit`` rows
 inside the rule's window gets 429 until the oldest of them ages out. Checks run before the
 costly or guessable step, so a throttled caller learns nothing more.
+
+The check and the recording of the attempt's failure happen in one write transaction,
+one request after another per subject (SQLite's write lock; a transaction-scoped advisory
+lock per subject on PostgreSQL). Otherwise concurrent guesses, on one process or several,
+would all pass the check before any of them had recorded its failure.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import BigInteger, delete, func, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.auth.tokens import digest
@@ -48,6 +53,19 @@ async def _seconds_until_allowed(
     return max(1, int((frees_a_slot + timedelta(seconds=rule.window_s) - now).total_seconds()) + 1)
 
 
+async def _lock_subjects(connection: AsyncConnection, subjects: Sequence[Subject]) -> None:
+    """Hold the subjects until the transaction ends, so their checks run one at a time.
+
+    SQLite write transactions are already one at a time. The PostgreSQL locks are taken in
+    one global order, so two requests locking overlapping subjects cannot deadlock.
+    """
+    if connection.dialect.name != "postgresql":
+        return
+    keys = sorted({int(digest(f"{scope}:{name}")[:15], 16) for scope, name in subjects})
+    for key in keys:  # 60 bits of the digest: a positive bigint
+        await connection.execute(select(func.pg_advisory_xact_lock(literal(key, BigInteger))))
+
+
 async def ensure_allowed(
     connection: AsyncConnection,
     checks: Sequence[tuple[Subject, ThrottleRule]],
@@ -55,7 +73,12 @@ async def ensure_allowed(
     *,
     what: str,
 ) -> None:
-    """Raise TooManyRequests when any subject has used up its failures."""
+    """Raise TooManyRequests when any subject has used up its failures.
+
+    Call it in a write transaction and record the attempt's failures in the same one: the
+    subjects stay locked until it ends.
+    """
+    await _lock_subjects(connection, [subject for subject, _ in checks])
     wait = 0
     for subject, rule in checks:
         wait = max(wait, await _seconds_until_allowed(connection, subject, rule, now))
@@ -65,10 +88,23 @@ async def ensure_allowed(
 
 async def record_failures(
     connection: AsyncConnection, subjects: Sequence[Subject], now: datetime
-) -> None:
+) -> list[int]:
+    """One failure row per subject; their ids, for ``forget_failures``."""
+    ids = []
+    for scope, name in subjects:
+        result = await connection.execute(
+            insert(throttle_failures)
+            .values(scope=scope, subject_digest=digest(name), created_at=now)
+            .returning(throttle_failures.c.id)
+        )
+        ids.append(result.scalar_one())
+    return ids
+
+
+async def forget_failures(connection: AsyncConnection, failure_ids: Sequence[int]) -> None:
+    """Remove failures recorded in advance for an attempt that then succeeded."""
     await connection.execute(
-        insert(throttle_failures),
-        [{"scope": s, "subject_digest": digest(n), "created_at": now} for s, n in subjects],
+        delete(throttle_failures).where(throttle_failures.c.id.in_(failure_ids))
     )
 
 

@@ -132,3 +132,16 @@ def test_trusted_proxies_are_networks_and_default_to_none():
     ]
     with pytest.raises(SettingsError, match="DEVICECONTROL_TRUSTED_PROXIES"):
         load_settings({"DEVICECONTROL_TRUSTED_PROXIES": "proxy.internal"})
+
+
+def test_purge_interval_defaults_to_an_hour_and_is_read_from_its_variable():
+    assert load_settings({}).purge_interval_s == 3600
+    assert load_settings({"DEVICECONTROL_PURGE_INTERVAL": " "}).purge_interval_s == 3600
+    assert load_settings({"DEVICECONTROL_PURGE_INTERVAL": "60"}).purge_interval_s == 60
+    assert load_settings({"DEVICECONTROL_PURGE_INTERVAL": "1"}).purge_interval_s == 1
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "abc", "1.5", "60s"])
+def test_purge_interval_must_be_a_positive_integer(raw):
+    with pytest.raises(SettingsError, match="DEVICECONTROL_PURGE_INTERVAL"):
+        load_settings({"DEVICECONTROL_PURGE_INTERVAL": raw})

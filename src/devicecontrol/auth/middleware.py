@@ -1,4 +1,9 @@
-"""Every route needs a bearer token unless its handler opts out with ``exclude_from_auth``."""
+"""Every route needs a bearer token unless its handler opts out with ``exclude_from_auth``.
+
+The opt-outs (``opt={"exclude_from_auth": True}`` on a handler, controller or router): the
+token endpoints (AuthController), ``GET /openapi.json`` (openapi.py) and the ``/docs``
+router (app.py). There are no path patterns: an opt-out is visible where the route is.
+"""
 
 from __future__ import annotations
 
@@ -12,5 +17,8 @@ from devicecontrol.runtime import Runtime
 class BearerTokenMiddleware(AbstractAuthenticationMiddleware):
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
         runtime: Runtime = connection.app.state.runtime
-        caller = await authenticate_bearer(runtime, connection.headers.get("authorization"))
+        # two Authorization headers are ambiguous (which one would a proxy have checked?):
+        # joined, they never form a valid credential, so the request is 401
+        authorization = ", ".join(connection.headers.getall("authorization", [])) or None
+        caller = await authenticate_bearer(runtime, authorization)
         return AuthenticationResult(user=caller, auth=None)

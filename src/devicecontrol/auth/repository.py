@@ -70,7 +70,12 @@ async def insert_access_token(
 async def find_live_refresh_token(
     connection: AsyncConnection, token_digest: str, now: datetime
 ) -> Row | None:
-    """The unexpired, unrevoked refresh token with this digest, if its user is still active."""
+    """The unexpired, unrevoked refresh token with this digest, if its user is still active.
+
+    The row stays locked until the caller's transaction ends (PostgreSQL; SQLite's write
+    transactions are serial anyway), so a revoke cannot slip in between this check and the
+    access token the caller then issues from it.
+    """
     query = (
         select(refresh_tokens.c.id, refresh_tokens.c.user_id, refresh_tokens.c.client_pk)
         .join(users, users.c.id == refresh_tokens.c.user_id)
@@ -80,6 +85,7 @@ async def find_live_refresh_token(
             refresh_tokens.c.expires_at > now,
             users.c.disabled_at.is_(None),
         )
+        .with_for_update(of=refresh_tokens)
     )
     return (await connection.execute(query)).first()
 
@@ -102,7 +108,9 @@ async def find_access_token_user(
 
 
 async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: datetime) -> None:
-    for table in (access_tokens, refresh_tokens):
+    """Refresh tokens first: a renew holding one (``FOR UPDATE``) finishes before they are
+    revoked, and the access tokens it issued are then caught by the second statement."""
+    for table in (refresh_tokens, access_tokens):
         await connection.execute(
             update(table)
             .where(table.c.user_id == user_id, table.c.revoked_at.is_(None))

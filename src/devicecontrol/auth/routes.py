@@ -15,10 +15,18 @@ from litestar.di import NamedDependency
 
 from devicecontrol.addresses import client_address
 from devicecontrol.auth import service
-from devicecontrol.auth.schemas import AuthTokens, RevokeResponse, TokenResponse
+from devicecontrol.auth.schemas import (
+    AuthTokens,
+    LoginRequest,
+    RenewRequest,
+    RevokeRequest,
+    RevokeResponse,
+    TokenResponse,
+)
 from devicecontrol.bodies import read_json_object, string_field_errors
 from devicecontrol.errors import EXCEPTION_HANDLERS, BadRequest, OAuthError
 from devicecontrol.hal import HAL_JSON, self_links
+from devicecontrol.openapi import CLIENT_CREDENTIALS, TokenOperation, problems, with_body
 from devicecontrol.runtime import Runtime
 
 NO_STORE = [
@@ -90,13 +98,21 @@ class AuthController(Controller):
     path = "/auth"
     tags = ["auth"]  # noqa: RUF012
     opt = {"exclude_from_auth": True}  # noqa: RUF012
+    security = CLIENT_CREDENTIALS
     response_headers = NO_STORE
     # every error of these endpoints (415, 413, 503 as well as the OAuth ones) is no-store
     exception_handlers = {  # noqa: RUF012
         exc_type: _not_stored(handler) for exc_type, handler in EXCEPTION_HANDLERS.items()
     }
 
-    @post("/login", status_code=200, media_type=HAL_JSON, summary="Log in (password grant)")
+    @post(
+        "/login",
+        status_code=200,
+        media_type=HAL_JSON,
+        summary="Log in (password grant)",
+        operation_class=with_body(TokenOperation, LoginRequest),
+        responses=problems(400, 401, 413, 415, 429, 503, oauth=True),
+    )
     async def login(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> TokenResponse:
@@ -110,7 +126,14 @@ class AuthController(Controller):
         )
         return _token_response(issued, "/auth/login")
 
-    @post("/renew", status_code=200, media_type=HAL_JSON, summary="Renew the access token")
+    @post(
+        "/renew",
+        status_code=200,
+        media_type=HAL_JSON,
+        summary="Renew the access token",
+        operation_class=with_body(TokenOperation, RenewRequest),
+        responses=problems(400, 401, 413, 415, 503, oauth=True),
+    )
     async def renew(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> TokenResponse:
@@ -120,7 +143,14 @@ class AuthController(Controller):
         )
         return _token_response(issued, "/auth/renew")
 
-    @post("/revoke", status_code=200, media_type=HAL_JSON, summary="Revoke a token (RFC 7009)")
+    @post(
+        "/revoke",
+        status_code=200,
+        media_type=HAL_JSON,
+        summary="Revoke a token (RFC 7009)",
+        operation_class=with_body(TokenOperation, RevokeRequest),
+        responses=problems(400, 401, 413, 415, 503, oauth=True),
+    )
     async def revoke(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> RevokeResponse:

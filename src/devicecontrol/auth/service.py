@@ -60,7 +60,7 @@ async def login(
     settings = runtime.settings
     by_username = (throttling.LOGIN_USERNAME, username_key(username))
     by_address = (throttling.LOGIN_ADDRESS, client_address)
-    async with runtime.database.read() as connection:
+    async with runtime.database.write() as connection:
         await throttling.ensure_allowed(
             connection,
             [
@@ -70,14 +70,15 @@ async def login(
             utcnow(),
             what="logins",
         )
+        # the attempt counts as a failure until the password proves right, recorded with the
+        # check that let it through: concurrent guesses cannot all slip past the limit
+        attempt = await throttling.record_failures(connection, [by_username, by_address], utcnow())
         user = await repository.find_login_user(connection, by_username[1])
     # an unknown user is verified against a dummy hash: same answer, about the same time
     valid = await verify_password_off_loop(
         user.password_hash if user else None, password, limiter=runtime.hashing_limiter
     )
     if user is None or not valid or user.disabled_at is not None:
-        async with runtime.database.write() as connection:
-            await throttling.record_failures(connection, [by_username, by_address], utcnow())
         raise OAuthError("invalid_grant", "Wrong username or password.")
     new_hash = (
         await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
@@ -87,6 +88,7 @@ async def login(
     access_token, refresh_token, now = tokens.new_token(), tokens.new_token(), utcnow()
     async with runtime.database.write() as connection:
         await throttling.clear_failures(connection, by_username)
+        await throttling.forget_failures(connection, attempt)
         if new_hash:
             await users_repository.set_password_hash(connection, user.id, new_hash)
         refresh_id = await repository.insert_refresh_token(

@@ -6,20 +6,23 @@ import re
 
 from devicecontrol.auth.tokens import digest
 
+# anchored for the OpenAPI pattern; matched with fullmatch, so a trailing newline fails too
 SERIAL_NUMBER = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAC_SEPARATORS = str.maketrans("", "", ":-.")
-_HEX = re.compile(r"^[0-9A-F]*$")
+_HEX = re.compile(r"[0-9A-F]*")
 MAC_LENGTHS = (12, 16)
 
 
 def is_serial_number(value: str) -> bool:
-    return bool(SERIAL_NUMBER.match(value))
+    return SERIAL_NUMBER.fullmatch(value) is not None
 
 
 def normalize_mac(value: str) -> str | None:
     """Uppercase hex without separators, or None when anything else is in it."""
+    if not value.isascii():  # before upper(): "\ufb00".upper() is "FF"
+        return None
     cleaned = value.translate(_MAC_SEPARATORS).upper()
-    return cleaned if _HEX.match(cleaned) and cleaned.isascii() else None
+    return cleaned if _HEX.fullmatch(cleaned) else None
 
 
 def normalize_device_mac(value: str) -> str | None:

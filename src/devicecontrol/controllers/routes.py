@@ -6,30 +6,73 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, QueryParameter
+from litestar.params import PathParameter, QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.bodies import read_json_object, string_field_errors
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers import service
+from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.controllers.schemas import (
     AssignmentPage,
     AssignmentRecord,
     AssignmentResponse,
+    AssignRequest,
     ControllerBody,
     ControllerPage,
     ControllerResponse,
     EmbeddedAssignments,
     EmbeddedControllers,
+    ReassignRequest,
 )
 from devicecontrol.errors import BadRequest
 from devicecontrol.hal import HAL_JSON, controller_path, page_links, self_links
-from devicecontrol.paging import page_request, size_query
+from devicecontrol.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
+from devicecontrol.paging import MAX_PAGE, page_request, size_query
 from devicecontrol.runtime import Runtime
 
-PageNumber = Annotated[int, QueryParameter(ge=1)]
-PageSize = Annotated[int | None, QueryParameter(ge=1)]
+# the text as sent: paging.page_request parses it strictly (Litestar's int would take "2.0",
+# and would read "null" as absent); documented as the integers it accepts
+PageNumber = Annotated[
+    str | None,
+    QueryParameter(
+        schema_extra={
+            "one_of": None,
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PAGE,
+            "default": 1,
+        }
+    ),
+]
+PageSize = Annotated[str | None, QueryParameter()]
+# documentation only: the service answers a malformed serial number with the usual 404
+SerialNumber = Annotated[
+    str,
+    PathParameter(
+        description="1-64 characters of A-Z a-z 0-9 _ -; anything else is an unknown controller.",
+        schema_extra={"pattern": SERIAL_NUMBER.pattern},
+    ),
+]
+# a query value is never null (absent is None); the service checks what the patterns say
+TypeFilter = Annotated[
+    str | None,
+    QueryParameter(
+        max_length=64,
+        description="Exact controller type, such as `smart_plug`; empty means no filter.",
+        schema_extra={"one_of": None, "type": "string", "pattern": NO_NUL},
+    ),
+]
+MacFilter = Annotated[
+    str | None,
+    QueryParameter(
+        max_length=64,
+        description="Hardware address, compared after removing `:` `-` `.` and upper-casing; "
+        "empty means no filter.",
+        schema_extra={"one_of": None, "type": "string", "pattern": "^[0-9A-Fa-f:.-]*$"},
+    ),
+]
 
 
 def controller_body(row: Row) -> ControllerBody:
@@ -83,18 +126,25 @@ def _optional_string(body: dict[str, Any], name: str) -> str | None:
 class ControllersController(Controller):
     path = "/controllers"
     tags = ["controllers"]  # noqa: RUF012
+    security = BEARER
 
-    @get("/", media_type=HAL_JSON, summary="The caller's controllers, paged")
+    @get(
+        "/",
+        media_type=HAL_JSON,
+        summary="The caller's controllers, paged",
+        operation_class=ApiOperation,
+        responses=problems(400, 401, 503),
+    )
     async def list_controllers(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        type_: Annotated[str | None, QueryParameter(name="type", max_length=64)] = None,
-        mac: Annotated[str | None, QueryParameter(max_length=64)] = None,
-        page: PageNumber = 1,
+        type: TypeFilter = None,  # named as sent, so that its 400 names the field "type"
+        mac: MacFilter = None,
+        page: PageNumber = None,
         page_size: PageSize = None,
     ) -> ControllerPage:
-        query = service.build_query(runtime, type_=type_, mac=mac, page=page, page_size=page_size)
+        query = service.build_query(runtime, type_=type, mac=mac, page=page, page_size=page_size)
         result = await service.list_controllers(runtime, request.user.user_id, query)
         link_query = size_query(runtime.settings, query.paging)
         if query.type is not None:
@@ -115,12 +165,18 @@ class ControllersController(Controller):
             ),
         )
 
-    @get("/{serial_number:str}", media_type=HAL_JSON, summary="One of the caller's controllers")
+    @get(
+        "/{serial_number:str}",
+        media_type=HAL_JSON,
+        summary="One of the caller's controllers",
+        operation_class=ApiOperation,
+        responses=problems(401, 404, 503),
+    )
     async def read_controller(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        serial_number: FromPath[str],
+        serial_number: SerialNumber,
     ) -> ControllerResponse:
         row = await service.get_controller(runtime, request.user.user_id, serial_number)
         return ControllerResponse(
@@ -132,12 +188,14 @@ class ControllersController(Controller):
         status_code=200,
         media_type=HAL_JSON,
         summary="Claim an unowned controller",
+        operation_class=with_body(ApiOperation, AssignRequest, required=False),
+        responses=problems(400, 401, 403, 404, 409, 413, 415, 429, 503),
     )
     async def assign(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        serial_number: FromPath[str],
+        serial_number: SerialNumber,
     ) -> AssignmentResponse:
         body = await read_json_object(request)
         record = await service.assign_controller(
@@ -149,13 +207,17 @@ class ControllersController(Controller):
         return assignment_response(record)
 
     @patch(
-        "/{serial_number:str}/reassign", media_type=HAL_JSON, summary="Hand over to another account"
+        "/{serial_number:str}/reassign",
+        media_type=HAL_JSON,
+        summary="Hand over to another account",
+        operation_class=with_body(ApiOperation, ReassignRequest),
+        responses=problems(400, 401, 404, 409, 413, 415, 422, 503),
     )
     async def reassign(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        serial_number: FromPath[str],
+        serial_number: SerialNumber,
     ) -> AssignmentResponse:
         body = await read_json_object(request)
         errors = string_field_errors(body, ("owner",))
@@ -171,12 +233,14 @@ class ControllersController(Controller):
         status_code=200,
         media_type=HAL_JSON,
         summary="Release the caller's controller (it becomes claimable again)",
+        operation_class=ApiOperation,
+        responses=problems(401, 404, 503),
     )
     async def release(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        serial_number: FromPath[str],
+        serial_number: SerialNumber,
     ) -> AssignmentResponse:
         record = await service.release_controller(runtime, request.user.user_id, serial_number)
         return assignment_response(record)
@@ -185,13 +249,15 @@ class ControllersController(Controller):
         "/{serial_number:str}/assignments",
         media_type=HAL_JSON,
         summary="Ownership history of the caller's controller, newest first",
+        operation_class=ApiOperation,
+        responses=problems(400, 401, 404, 503),
     )
     async def assignments(
         self,
         request: Request[Caller, Any, Any],
         runtime: NamedDependency[Runtime],
-        serial_number: FromPath[str],
-        page: PageNumber = 1,
+        serial_number: SerialNumber,
+        page: PageNumber = None,
         page_size: PageSize = None,
     ) -> AssignmentPage:
         paging = page_request(runtime.settings, page, page_size)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from devicecontrol.hal import PageLinks, SelfLinks
+from devicecontrol.openapi import OptionalField
+from devicecontrol.users.identity import MAX_EMAIL_LENGTH
 
 
 class ControllerBody(msgspec.Struct, frozen=True):
@@ -71,3 +75,23 @@ class AssignmentPage(msgspec.Struct, frozen=True):
     page_size: int
     page_count: int
     links: PageLinks = msgspec.field(name="_links")
+
+
+# Request bodies, as documented in the OpenAPI document; the handlers read and check them
+# themselves (bodies.read_json_object, bodies.string_field_errors, the services).
+
+
+class AssignRequest(msgspec.Struct, frozen=True):
+    """Optional: an empty body counts as `{}`. A controller provisioned with a claim code
+    needs it here."""
+
+    claim_code: OptionalField = None
+
+
+class ReassignRequest(msgspec.Struct, frozen=True):
+    """The account to hand the controller over to, matched case-insensitively: one `@`, no
+    spaces or control characters, a dot in the domain."""
+
+    owner: Annotated[
+        str, msgspec.Meta(max_length=MAX_EMAIL_LENGTH, extra_json_schema={"format": "email"})
+    ]

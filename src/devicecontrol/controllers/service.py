@@ -44,7 +44,12 @@ def _not_yours(serial_number: str) -> NotFound:
 
 
 def build_query(
-    runtime: Runtime, *, type_: str | None, mac: str | None, page: int, page_size: int | None
+    runtime: Runtime,
+    *,
+    type_: str | None,
+    mac: str | None,
+    page: int | str | None,
+    page_size: int | str | None,
 ) -> ControllerQuery:
     """Check the list parameters against the contract; empty filters mean no filter."""
     paging = page_request(runtime.settings, page, page_size)
@@ -53,9 +58,9 @@ def build_query(
     normalized_mac = None
     if mac:
         normalized_mac = normalize_mac(mac)
-        if not normalized_mac:
+        if normalized_mac is None:  # separators alone ("-:") leave "": no filter, like mac=
             raise InvalidField("mac", "must be hex digits, optionally separated by : - or .")
-    return ControllerQuery(type=type_ or None, mac=normalized_mac, paging=paging)
+    return ControllerQuery(type=type_ or None, mac=normalized_mac or None, paging=paging)
 
 
 async def list_controllers(runtime: Runtime, user_id: int, query: ControllerQuery) -> Page:
@@ -96,12 +101,13 @@ async def _current_or_new_record(connection: AsyncConnection, controller: Row, u
     )
 
 
-def _check_claim_code(controller: Row, claim_code: str | None) -> None:
+def _claim_code_refusal(controller: Row, claim_code: str | None) -> Forbidden | None:
     if claim_code is None:
-        raise Forbidden("This controller needs its claim code (claim_code) to be assigned.")
+        return Forbidden("This controller needs its claim code (claim_code) to be assigned.")
     presented = claim_code_digest(controller.serial_number, claim_code)
     if not hmac.compare_digest(presented, controller.claim_code_digest):
-        raise Forbidden("Wrong claim code for this controller.")
+        return Forbidden("Wrong claim code for this controller.")
+    return None
 
 
 def _claim_throttles(
@@ -124,6 +130,7 @@ async def assign_controller(
     if not is_serial_number(serial_number):
         raise NotFound(f"No controller with serial number {serial_number} exists.")
     throttles = _claim_throttles(runtime, user_id, serial_number)
+    refusal = None
     try:
         async with runtime.database.write() as connection:
             controller = await repository.find_by_serial(connection, serial_number, lock=True)
@@ -135,18 +142,23 @@ async def assign_controller(
                 raise Conflict(f"Controller {serial_number} belongs to another account.")
             if controller.claim_code_digest is not None:
                 await throttling.ensure_allowed(connection, throttles, utcnow(), what="claims")
-                _check_claim_code(controller, claim_code)
-            if not await repository.claim_if_unowned(connection, controller.id, user_id):
-                raise Conflict(f"Controller {serial_number} belongs to another account.")
-            return await repository.insert_assignment(
-                connection, controller, user_id=user_id, room_id=controller.room_id, now=utcnow()
-            )
-    except Forbidden:  # the failed claim is counted after its transaction has rolled back
-        async with runtime.database.write() as connection:
+                refusal = _claim_code_refusal(controller, claim_code)
+            if refusal is None:
+                if not await repository.claim_if_unowned(connection, controller.id, user_id):
+                    raise Conflict(f"Controller {serial_number} belongs to another account.")
+                return await repository.insert_assignment(
+                    connection,
+                    controller,
+                    user_id=user_id,
+                    room_id=controller.room_id,
+                    now=utcnow(),
+                )
+            # counted in the transaction that checked the limit, under its locks: concurrent
+            # guesses cannot all pass the check before one of them is counted (throttling)
             await throttling.record_failures(connection, [s for s, _ in throttles], utcnow())
-        raise
     except IntegrityError:  # a racing assign won the active-record constraint
         raise Conflict(f"Controller {serial_number} belongs to another account.") from None
+    raise refusal  # only once the failure it counts is committed
 
 
 async def reassign_controller(

@@ -10,6 +10,7 @@ from litestar.params import HeaderParameter
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.hal import HAL_JSON, Link, api_path
+from devicecontrol.openapi import BEARER, ApiOperation, problems
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import service
 from devicecontrol.users.schemas import UserLinks, UserResponse
@@ -18,8 +19,15 @@ from devicecontrol.users.schemas import UserLinks, UserResponse
 class UsersController(Controller):
     path = "/users"
     tags = ["users"]  # noqa: RUF012
+    security = BEARER
 
-    @get("/me", media_type=HAL_JSON, summary="The caller's profile")
+    @get(
+        "/me",
+        media_type=HAL_JSON,
+        summary="The caller's profile",
+        operation_class=ApiOperation,
+        responses=problems(401, 503),
+    )
     async def me(
         self,
         request: Request[Caller, Any, Any],
@@ -29,6 +37,7 @@ class UsersController(Controller):
             HeaderParameter(
                 name="Accept-Response",
                 description="`Advanced` adds the country record under `_relation`.",
+                schema_extra={"one_of": None, "type": "string"},  # a header is never null
             ),
         ] = None,
     ) -> UserResponse:

@@ -1,0 +1,348 @@
+"""`devicecontrol tokens purge` and housekeeping.purge: exactly the dead rows go."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, insert, select, update
+
+from devicecontrol import housekeeping
+from devicecontrol.auth import tokens
+from devicecontrol.clock import utcnow
+from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.runtime import Runtime
+from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures
+from tests.auth.oauth import account, post_renew
+from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, login
+
+HOUR = timedelta(hours=1)
+
+
+class Seed:
+    """Token and throttle rows written straight into the tables, with chosen times."""
+
+    def __init__(self, runtime: Runtime, user_id: int, client_pk: int) -> None:
+        self.runtime = runtime
+        self.user_id = user_id
+        self.client_pk = client_pk
+
+    @classmethod
+    async def create(cls, runtime: Runtime) -> Seed:
+        user_id = await account(runtime)
+        async with runtime.database.read() as connection:
+            query = select(clients.c.id).where(clients.c.client_id == CLIENT_ID)
+            client_pk = (await connection.execute(query)).scalar_one()
+        return cls(runtime, user_id, client_pk)
+
+    def _token_values(
+        self, token: str, expires_at: datetime, revoked_at: datetime | None
+    ) -> dict[str, Any]:
+        return {
+            "digest": tokens.digest(token),
+            "user_id": self.user_id,
+            "client_pk": self.client_pk,
+            "created_at": min(expires_at, utcnow()) - HOUR,
+            "expires_at": expires_at,
+            "revoked_at": revoked_at,
+        }
+
+    async def refresh(
+        self, expires_at: datetime, revoked_at: datetime | None = None
+    ) -> tuple[str, int]:
+        token = tokens.new_token()
+        async with self.runtime.database.write() as connection:
+            result = await connection.execute(
+                insert(refresh_tokens)
+                .values(self._token_values(token, expires_at, revoked_at))
+                .returning(refresh_tokens.c.id)
+            )
+            return token, result.scalar_one()
+
+    async def access(
+        self, refresh_id: int | None, expires_at: datetime, revoked_at: datetime | None = None
+    ) -> str:
+        token = tokens.new_token()
+        values = self._token_values(token, expires_at, revoked_at)
+        async with self.runtime.database.write() as connection:
+            await connection.execute(
+                insert(access_tokens).values(**values, refresh_token_id=refresh_id)
+            )
+        return token
+
+    async def failures(self, *created_at: datetime) -> None:
+        async with self.runtime.database.write() as connection:
+            await connection.execute(
+                insert(throttle_failures),
+                [
+                    {
+                        "scope": "login_username",
+                        "subject_digest": tokens.digest(f"subject-{n}"),
+                        "created_at": moment,
+                    }
+                    for n, moment in enumerate(created_at)
+                ],
+            )
+
+
+async def digests(runtime: Runtime, table: Any) -> set[str]:
+    return {row.digest for row in await rows(runtime, table)}
+
+
+def digest_set(*secrets: str) -> set[str]:
+    return {tokens.digest(secret) for secret in secrets}
+
+
+async def me_status(client: Any, access_token: str) -> int:
+    return (await client.get("/v1/users/me", headers=bearer(access_token))).status_code
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+async def test_tokens_purge_deletes_exactly_the_dead_rows_and_prints_the_counts(
+    database_url, runtime, client
+):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    live_refresh, live_refresh_id = await seed.refresh(now + HOUR)
+    live_access = await seed.access(live_refresh_id, now + HOUR)
+    expired_access = await seed.access(live_refresh_id, now - timedelta(seconds=5))
+    revoked_access = await seed.access(live_refresh_id, now + HOUR, revoked_at=now - HOUR)
+    # a renew late in a refresh token's life: the access token outlives its refresh token
+    outlived_refresh, outlived_refresh_id = await seed.refresh(now - HOUR)
+    late_access = await seed.access(outlived_refresh_id, now + HOUR)
+    # dead refresh tokens nothing live refers to: one revoked, one expired with a dead child
+    revoked_refresh, _ = await seed.refresh(now + HOUR, revoked_at=now - HOUR)
+    expired_refresh, expired_refresh_id = await seed.refresh(now - 2 * HOUR)
+    dead_child = await seed.access(expired_refresh_id, now - 2 * HOUR)
+    old, recent = now - timedelta(seconds=1000), now - timedelta(seconds=600)
+    await seed.failures(old, now - timedelta(days=3), recent, now)
+
+    result = await cli("tokens", "purge", database_url=database_url)
+
+    assert_succeeded(result)
+    assert result.stdout == (
+        "Purged 3 access tokens, 2 refresh tokens and 2 throttle records.\n"
+    ), result.stdout
+    assert result.stderr == ""
+    assert await digests(runtime, access_tokens) == digest_set(live_access, late_access)
+    assert await digests(runtime, refresh_tokens) == digest_set(live_refresh, outlived_refresh)
+    assert [row.created_at for row in await rows(runtime, throttle_failures)] == [recent, now]
+    # what is left still works
+    assert await me_status(client, live_access) == 200
+    assert await me_status(client, late_access) == 200
+    assert (await post_renew(client, live_refresh)).status_code == 200
+    for gone in (expired_access, revoked_access, dead_child):
+        assert await me_status(client, gone) == 401
+    for gone in (revoked_refresh, expired_refresh, outlived_refresh):
+        assert (await post_renew(client, gone)).status_code == 400
+
+
+async def test_an_outlived_refresh_token_goes_in_the_first_purge_after_its_last_access_token(
+    database_url, runtime
+):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    _, refresh_id = await seed.refresh(now - HOUR)
+    late_access = await seed.access(refresh_id, now + HOUR)
+
+    first = await cli("tokens", "purge", database_url=database_url)
+    assert_succeeded(first)
+    assert first.stdout == "Purged 0 access tokens, 0 refresh tokens and 0 throttle records.\n"
+    assert len(await rows(runtime, refresh_tokens)) == 1
+
+    async with runtime.database.write() as connection:
+        await connection.execute(
+            update(access_tokens)
+            .where(access_tokens.c.digest == tokens.digest(late_access))
+            .values(expires_at=now - timedelta(seconds=1))
+        )
+    second = await cli("tokens", "purge", database_url=database_url)
+    assert_succeeded(second)
+    assert second.stdout == "Purged 1 access tokens, 1 refresh tokens and 0 throttle records.\n"
+    assert await rows(runtime, access_tokens) == []
+    assert await rows(runtime, refresh_tokens) == []
+
+
+async def test_tokens_purge_of_tokens_issued_through_the_app(database_url, runtime, client):
+    """Real logins, aged by UPDATE: the login and renew rows are what the purge sees."""
+    await account(runtime)
+    expired, revoked, live = [await login(client) for _ in range(3)]
+    past = utcnow() - timedelta(seconds=1)
+    async with runtime.database.write() as connection:
+        for table in (access_tokens, refresh_tokens):
+            await connection.execute(
+                update(table)
+                .where(
+                    table.c.digest.in_(
+                        digest_set(expired["access_token"], expired["refresh_token"])
+                    )
+                )
+                .values(expires_at=past)
+            )
+    revoke = await client.post(
+        "/v1/auth/revoke",
+        json={
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "token": revoked["refresh_token"],
+        },
+    )
+    assert revoke.status_code == 200, revoke.text
+
+    result = await cli("tokens", "purge", database_url=database_url)
+
+    assert_succeeded(result)
+    assert result.stdout == "Purged 2 access tokens, 2 refresh tokens and 0 throttle records.\n"
+    assert await digests(runtime, access_tokens) == digest_set(live["access_token"])
+    assert await digests(runtime, refresh_tokens) == digest_set(live["refresh_token"])
+    assert await me_status(client, live["access_token"]) == 200
+    assert (await post_renew(client, live["refresh_token"])).status_code == 200
+
+
+async def test_tokens_purge_on_an_empty_database_deletes_nothing(database_url, runtime):
+    before = await snapshot(runtime)
+    result = await cli("tokens", "purge", database_url=database_url)
+    assert_succeeded(result)
+    assert result.stdout == "Purged 0 access tokens, 0 refresh tokens and 0 throttle records.\n"
+    assert await snapshot(runtime) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/nothing", "database unavailable"),
+        ("sqlite:////nonexistent-directory/x/devicecontrol.db", "database unavailable"),
+        ("mysql://root@127.0.0.1/devicecontrol", "unsupported database"),
+        ("not a url at all", "not a database URL"),
+    ],
+)
+async def test_tokens_purge_on_a_bad_database_url_fails_in_one_line(url, fragment, tmp_path):
+    result = await cli("tokens", "purge", database_url=url, cwd=tmp_path)
+    assert_one_line_error(result, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "variable, raw",
+    [("DEVICECONTROL_THROTTLE_CLAIM_PER_USER", "10/0"), ("DEVICECONTROL_PURGE_INTERVAL", "abc")],
+)
+async def test_tokens_purge_with_a_bad_setting_fails_in_one_line_and_deletes_nothing(
+    database_url, runtime, variable, raw
+):
+    seed = await Seed.create(runtime)
+    await seed.access(None, utcnow() - HOUR)
+    before = await snapshot(runtime)
+    result = await cli(
+        "tokens",
+        "purge",
+        database_url=database_url,
+        env={variable: raw},
+    )
+    assert_one_line_error(result, variable)
+    assert await snapshot(runtime) == before
+
+
+# --- housekeeping.purge directly --------------------------------------------------------
+
+
+def count_deletes(runtime: Runtime) -> list[tuple[str, int]]:
+    """(table, rows deleted) of every DELETE the engine runs from now on."""
+    seen: list[tuple[str, int]] = []
+
+    def after_cursor_execute(_conn, cursor, statement, _params, _context, _many):
+        words = statement.split()
+        if words[:2] == ["DELETE", "FROM"]:
+            seen.append((words[2].strip('"'), cursor.rowcount))
+
+    event.listen(runtime.database.engine.sync_engine, "after_cursor_execute", after_cursor_execute)
+    return seen
+
+
+@pytest.mark.parametrize("dead", [9, 10], ids=["a multiple of the batch", "one over"])
+async def test_purge_deletes_everything_dead_in_batches(runtime, monkeypatch, dead):
+    monkeypatch.setattr(housekeeping, "PURGE_BATCH_ROWS", 3)
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    live_refresh, live_refresh_id = await seed.refresh(now + HOUR)
+    live_access = [await seed.access(live_refresh_id, now + HOUR) for _ in range(4)]
+    for n in range(dead):
+        await seed.access(live_refresh_id, now - timedelta(seconds=n + 1))
+        await seed.refresh(now + HOUR, revoked_at=now - timedelta(seconds=n))
+    await seed.failures(*(now - timedelta(days=1, seconds=n) for n in range(dead)), now)
+    deletes = count_deletes(runtime)
+
+    report = await housekeeping.purge(runtime.database, runtime.settings, now)
+
+    assert report == housekeeping.PurgeReport(dead, dead, dead)
+    assert await digests(runtime, access_tokens) == digest_set(*live_access)
+    assert await digests(runtime, refresh_tokens) == digest_set(live_refresh)
+    assert [row.created_at for row in await rows(runtime, throttle_failures)] == [now]
+    # small transactions: no DELETE took more than a batch, and they add up to the report
+    per_table = {table: [n for t, n in deletes if t == table] for table, _ in deletes}
+    assert set(per_table) == {"access_tokens", "refresh_tokens", "throttle_failures"}
+    for counts in per_table.values():
+        assert max(counts) == 3
+        assert sum(counts) == dead
+        assert len(counts) == dead // 3 + 1
+
+
+async def test_purge_treats_expiry_at_now_as_dead_and_a_second_later_as_live(runtime):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    _, refresh_id = await seed.refresh(now + HOUR)
+    at_now = await seed.access(refresh_id, now)
+    a_second_later = await seed.access(refresh_id, now + timedelta(seconds=1))
+    report = await housekeeping.purge(runtime.database, runtime.settings, now)
+    assert (report.access_tokens, report.refresh_tokens) == (1, 0)
+    assert await digests(runtime, access_tokens) == digest_set(a_second_later)
+    assert tokens.digest(at_now) not in await digests(runtime, access_tokens)
+
+
+async def test_purge_keeps_throttle_failures_inside_the_longest_window(runtime):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    # the default windows: 900 s (the longest), 60 s
+    await seed.failures(
+        now - timedelta(seconds=901),
+        now - timedelta(seconds=900),
+        now - timedelta(seconds=899),
+        now - timedelta(seconds=61),
+        now,
+    )
+    report = await housekeeping.purge(runtime.database, runtime.settings, now)
+    assert report.throttle_records == 2
+    assert [row.created_at for row in await rows(runtime, throttle_failures)] == [
+        now - timedelta(seconds=899),
+        now - timedelta(seconds=61),
+        now,
+    ]
+
+
+async def test_purge_keeps_throttle_failures_for_a_longer_configured_window(runtime, database_url):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    await seed.failures(now - timedelta(seconds=3601), now - timedelta(seconds=1000))
+    settings = Settings(database_url=database_url, throttle_claim_per_user=ThrottleRule(10, 3600))
+    assert housekeeping.longest_throttle_window(settings) == timedelta(seconds=3600)
+    report = await housekeeping.purge(runtime.database, settings, now)
+    assert report.throttle_records == 1
+    assert [row.created_at for row in await rows(runtime, throttle_failures)] == [
+        now - timedelta(seconds=1000)
+    ]
+
+
+async def test_purge_twice_is_harmless(runtime):
+    seed = await Seed.create(runtime)
+    now = utcnow()
+    _, refresh_id = await seed.refresh(now + HOUR)
+    await seed.access(refresh_id, now - HOUR)
+    first = await housekeeping.purge(runtime.database, runtime.settings, now)
+    after_first = await snapshot(runtime)
+    second = await housekeeping.purge(runtime.database, runtime.settings, now)
+    assert first == housekeeping.PurgeReport(1, 0, 0)
+    assert second == housekeeping.PurgeReport(0, 0, 0)
+    assert await snapshot(runtime) == after_first

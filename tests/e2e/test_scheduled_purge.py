@@ -1,0 +1,248 @@
+"""`devicecontrol serve` purges dead tokens on its own, every DEVICECONTROL_PURGE_INTERVAL s."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.auth.tokens import digest
+from devicecontrol.clock import utcnow
+from devicecontrol.db import Database
+from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures, users
+from tests.processes import Server, free_port, run_cli, running_server
+
+SECRET = "purge-client-secret-0123456789"
+PASSWORD = "purge-password-123"
+USERNAME = "ana@example.com"
+PURGE_DEADLINE_S = 15.0
+T = TypeVar("T")
+
+
+def ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def provision(database_url: str) -> None:
+    ok(run_cli("clients", "create", "purge-app", "--secret", SECRET, database_url=database_url))
+    ok(run_cli("users", "create", USERNAME, input=f"{PASSWORD}\n{PASSWORD}\n",
+               database_url=database_url))  # fmt: skip
+
+
+def in_database(database_url: str, work: Callable[[AsyncConnection], Coroutine[Any, Any, T]]) -> T:
+    """One transaction on the server's database, from this (synchronous) test."""
+
+    async def run() -> T:
+        database = Database(database_url)
+        try:
+            async with database.write() as connection:
+                return await work(connection)
+        finally:
+            await database.dispose()
+
+    return asyncio.run(run())
+
+
+def stored_digests(database_url: str) -> dict[str, set[str]]:
+    async def read(connection: AsyncConnection) -> dict[str, set[str]]:
+        return {
+            table.name: set((await connection.execute(select(table.c.digest))).scalars())
+            for table in (access_tokens, refresh_tokens)
+        }
+
+    return in_database(database_url, read)
+
+
+def throttle_subjects(database_url: str) -> set[str]:
+    async def read(connection: AsyncConnection) -> set[str]:
+        query = select(throttle_failures.c.subject_digest)
+        return set((await connection.execute(query)).scalars())
+
+    return in_database(database_url, read)
+
+
+def log_in(http: httpx.Client) -> dict[str, Any]:
+    response = http.post(
+        "/v1/auth/login",
+        data={"client_id": "purge-app", "client_secret": SECRET,
+              "username": USERNAME, "password": PASSWORD},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    return response.json()["auth"]
+
+
+def me_status(http: httpx.Client, access_token: str) -> int:
+    return http.get("/v1/users/me", headers={"Authorization": f"Bearer {access_token}"}).status_code
+
+
+def dead_rows_planted(database_url: str, http: httpx.Client) -> tuple[dict[str, Any], set[str]]:
+    """Three logins: one aged past expiry, one revoked through the API, one left alone.
+
+    Returns the live login and the digests that must disappear; an old throttle failure
+    (past every window) and a recent one go in beside them.
+    """
+    expired, revoked, live = log_in(http), log_in(http), log_in(http)
+    past = utcnow() - timedelta(seconds=1)
+
+    async def age(connection: AsyncConnection) -> None:
+        for table, token in ((access_tokens, "access_token"), (refresh_tokens, "refresh_token")):
+            await connection.execute(
+                update(table)
+                .where(table.c.digest == digest(expired[token]))
+                .values(expires_at=past)
+            )
+        await connection.execute(
+            insert(throttle_failures),
+            [
+                {"scope": "login_username", "subject_digest": digest("old"),
+                 "created_at": utcnow() - timedelta(days=1)},
+                {"scope": "login_username", "subject_digest": digest("recent"),
+                 "created_at": utcnow()},
+            ],
+        )  # fmt: skip
+
+    in_database(database_url, age)
+    revoke = http.post(
+        "/v1/auth/revoke",
+        data={"client_id": "purge-app", "client_secret": SECRET, "token": revoked["refresh_token"]},
+    )
+    assert revoke.status_code == 200, revoke.text
+    doomed = {digest(auth[token]) for auth in (expired, revoked)
+              for token in ("access_token", "refresh_token")}  # fmt: skip
+    return live, doomed
+
+
+def wait_until_purged(server: Server, database_url: str, doomed: set[str]) -> float:
+    """Seconds until none of the doomed digests nor the old throttle row is stored."""
+    started = time.monotonic()
+    while True:
+        assert server.process.poll() is None, f"serve exited:\n{server.stderr()}"
+        stored = stored_digests(database_url)
+        left = doomed & (stored["access_tokens"] | stored["refresh_tokens"])
+        if not left and digest("old") not in throttle_subjects(database_url):
+            return time.monotonic() - started
+        elapsed = time.monotonic() - started
+        assert elapsed < PURGE_DEADLINE_S, (
+            f"{len(left)} dead token rows still stored after {elapsed:.1f} s:\n{server.stderr()}"
+        )
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one worker", "two workers"])
+def test_serve_purges_dead_tokens_on_its_schedule_and_keeps_live_ones(
+    workers, database_url, tmp_path
+):
+    provision(database_url)
+    with (
+        running_server(
+            database_url,
+            tmp_path,
+            "--workers",
+            str(workers),
+            env={"DEVICECONTROL_PURGE_INTERVAL": "1"},
+        ) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        live, doomed = dead_rows_planted(database_url, http)
+        assert doomed <= set().union(*stored_digests(database_url).values())
+
+        wait_until_purged(server, database_url, doomed)
+
+        # the server is still up, and the live login still works in every way
+        assert server.process.poll() is None
+        stored = stored_digests(database_url)
+        assert stored["access_tokens"] >= {digest(live["access_token"])}
+        assert digest(live["refresh_token"]) in stored["refresh_tokens"]
+        assert digest("recent") in throttle_subjects(database_url)
+        assert me_status(http, live["access_token"]) == 200
+        renewed = http.post(
+            "/v1/auth/renew",
+            data={"client_id": "purge-app", "client_secret": SECRET,
+                  "refresh_token": live["refresh_token"]},
+        )  # fmt: skip
+        assert renewed.status_code == 200, renewed.text
+        assert me_status(http, renewed.json()["auth"]["access_token"]) == 200
+    assert "scheduled purge failed" not in server.stderr()
+    assert "Traceback" not in server.stderr()
+
+
+def test_serve_purges_again_after_the_first_run(database_url, tmp_path):
+    """Not a one-off at start-up: rows that die later are purged by a later run."""
+    provision(database_url)
+    with (
+        running_server(database_url, tmp_path, env={"DEVICECONTROL_PURGE_INTERVAL": "1"}) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        first_live, first_doomed = dead_rows_planted(database_url, http)
+        wait_until_purged(server, database_url, first_doomed)
+        _, second_doomed = dead_rows_planted(database_url, http)
+        wait_until_purged(server, database_url, second_doomed)
+        assert me_status(http, first_live["access_token"]) == 200
+    assert "Traceback" not in server.stderr()
+
+
+def plant_dead_rows_directly(database_url: str) -> set[str]:
+    """An expired refresh token and a revoked access token, written before any server runs."""
+    now = utcnow()
+
+    async def plant(connection: AsyncConnection) -> set[str]:
+        user_id = (
+            await connection.execute(select(users.c.id).where(users.c.username_key == USERNAME))
+        ).scalar_one()
+        client_pk = (
+            await connection.execute(select(clients.c.id).where(clients.c.client_id == "purge-app"))
+        ).scalar_one()
+        owner = {"user_id": user_id, "client_pk": client_pk, "created_at": now - timedelta(days=2)}
+        await connection.execute(
+            insert(refresh_tokens).values(
+                digest=digest("expired refresh"), expires_at=now - timedelta(days=1), **owner
+            )
+        )
+        await connection.execute(
+            insert(access_tokens).values(
+                digest=digest("revoked access"), expires_at=now + timedelta(days=1),
+                revoked_at=now - timedelta(days=1), **owner,
+            )
+        )  # fmt: skip
+        return {digest("expired refresh"), digest("revoked access")}
+
+    return in_database(database_url, plant)
+
+
+def test_serve_with_the_default_interval_does_not_purge_at_start_up(database_url, tmp_path):
+    """The first scheduled run waits at least half the interval (an hour by default)."""
+    provision(database_url)
+    doomed = plant_dead_rows_directly(database_url)
+    with running_server(database_url, tmp_path) as server:
+        time.sleep(2)
+        assert server.process.poll() is None
+        stored = stored_digests(database_url)
+        assert doomed <= stored["access_tokens"] | stored["refresh_tokens"]
+    # the same rows go as soon as a server with a short interval runs
+    with running_server(
+        database_url, tmp_path, env={"DEVICECONTROL_PURGE_INTERVAL": "1"}
+    ) as server:
+        wait_until_purged(server, database_url, doomed)
+
+
+@pytest.mark.parametrize("raw", ["0", "abc"])
+def test_serve_refuses_a_bad_purge_interval_in_one_line(raw, database_url, tmp_path):
+    result = run_cli(
+        "serve",
+        "--port",
+        str(free_port()),
+        database_url=database_url,
+        env={"DEVICECONTROL_PURGE_INTERVAL": raw},
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "DEVICECONTROL_PURGE_INTERVAL" in result.stderr
+    assert "Traceback" not in result.stderr

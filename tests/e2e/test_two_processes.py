@@ -1,0 +1,512 @@
+"""Two `devicecontrol serve` processes on one database: tokens, revocation, throttles, races.
+
+Each test starts two real servers (A and B, separate working directories) on the same
+database, provisioned with the command line (which also acts while they serve). Whatever one
+process writes (a token, a revocation, a throttled failure, an owner) the other must see on its
+very next request: the database is the only state they share. On PostgreSQL (the issue's
+deployment) and on SQLite (two processes on one file, also supported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select
+
+from devicecontrol.db import Database
+from devicecontrol.tables import controller_assignments, controllers
+from tests.processes import Server, run_cli, running_server
+
+CLIENT_ID = "two-procs-app"
+SECRET = "two-procs-client-secret-0123456789"
+PASSWORD = "two-procs-password-1"
+NEW_PASSWORD = "two-procs-password-2"
+HTTP_TIMEOUT_S = 15  # every request of this file is bounded; a local answer takes ms
+INVALID_TOKEN = 'Bearer realm="devicecontrol", error="invalid_token"'
+
+
+def ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def create_client(database_url: str) -> None:
+    ok(run_cli("clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url))
+
+
+def create_users(database_url: str, *emails: str) -> None:
+    """``users create`` for each address; a few at a time, as each CLI run takes ~1 s."""
+
+    def create(email: str):
+        return run_cli("users", "create", email, "--password", PASSWORD, database_url=database_url)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for result in pool.map(create, emails):
+            ok(result)
+
+
+def add_controller(database_url: str, serial: str, *options: str) -> None:
+    ok(run_cli("controllers", "add", serial, "--mac", "02:00:00:00:00:01", "--type", "melissa",
+               *options, database_url=database_url))  # fmt: skip
+
+
+def import_controllers(database_url: str, directory: Path, rows: list[tuple[str, str]]) -> None:
+    """Several unowned controllers, (serial, claim code or ""), in one ``controllers import``."""
+    csv = directory / "controllers.csv"
+    lines = ["serial_number,mac,type,claim_code"] + [
+        f"{serial},0200000001{index:02X},smart_plug,{code}"
+        for index, (serial, code) in enumerate(rows)
+    ]
+    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ok(run_cli("controllers", "import", str(csv), database_url=database_url))
+
+
+@dataclass
+class Pair:
+    """Two servers on one database, each with its own HTTP client."""
+
+    server_a: Server
+    server_b: Server
+    a: httpx.Client
+    b: httpx.Client
+
+    @property
+    def both(self) -> tuple[httpx.Client, httpx.Client]:
+        return (self.a, self.b)
+
+
+@contextmanager
+def two_servers(
+    database_url: str, tmp_path: Path, env: dict[str, str] | None = None
+) -> Iterator[Pair]:
+    """Servers A and B, started side by side and stopped when the block ends.
+
+    Neither may have logged a traceback by then.
+    """
+    starting = []
+    for name in ("server-a", "server-b"):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        starting.append(running_server(database_url, workdir, env=env))
+    with ExitStack() as stack:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(server.__enter__) for server in starting]
+        for server, future in zip(starting, futures, strict=True):
+            if future.exception() is None:
+                stack.push(server)  # stopped by the stack, whatever happens next
+        server_a, server_b = (future.result() for future in futures)
+        assert server_a.base_url != server_b.base_url
+        a = stack.enter_context(httpx.Client(base_url=server_a.base_url, timeout=HTTP_TIMEOUT_S))
+        b = stack.enter_context(httpx.Client(base_url=server_b.base_url, timeout=HTTP_TIMEOUT_S))
+        yield Pair(server_a, server_b, a, b)
+        for server in (server_a, server_b):
+            assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def log_in(http: httpx.Client, username: str, password: str = PASSWORD) -> httpx.Response:
+    return http.post(
+        "/v1/auth/login",
+        data={"client_id": CLIENT_ID, "client_secret": SECRET,
+              "username": username, "password": password},
+    )  # fmt: skip
+
+
+def tokens_of(http: httpx.Client, username: str, password: str = PASSWORD) -> dict:
+    response = log_in(http, username, password)
+    assert response.status_code == 200, response.text
+    return response.json()["auth"]
+
+
+def renew(http: httpx.Client, refresh_token: str) -> httpx.Response:
+    return http.post(
+        "/v1/auth/renew",
+        json={"client_id": CLIENT_ID, "client_secret": SECRET, "refresh_token": refresh_token},
+    )
+
+
+def revoke(http: httpx.Client, token: str) -> None:
+    """RFC 7009 revocation, form-encoded as the RFC has it."""
+    response = http.post(
+        "/v1/auth/revoke", data={"client_id": CLIENT_ID, "client_secret": SECRET, "token": token}
+    )
+    assert response.status_code == 200, response.text
+
+
+def bearer(access_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {access_token}"}
+
+
+def me(http: httpx.Client, access_token: str) -> httpx.Response:
+    return http.get("/v1/users/me", headers=bearer(access_token))
+
+
+def assert_works(http: httpx.Client, access_token: str, username: str) -> None:
+    response = me(http, access_token)
+    assert response.status_code == 200, response.text
+    assert response.json()["users"]["username"] == username
+
+
+def assert_invalid_token(http: httpx.Client, access_token: str) -> None:
+    for path in ("/v1/users/me", "/v1/controllers"):
+        response = http.get(path, headers=bearer(access_token))
+        assert response.status_code == 401, response.text
+        assert response.headers["www-authenticate"] == INVALID_TOKEN
+
+
+def assert_invalid_grant(response: httpx.Response) -> None:
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "invalid_grant"
+
+
+def assert_throttled(response: httpx.Response) -> None:
+    assert response.status_code == 429, response.text
+    assert 1 <= int(response.headers["retry-after"]) <= 900 + 1  # rounded up
+
+
+async def _all_at_once(
+    pair: Pair, requests: list[tuple[str, str, str, dict[str, str], dict | None]]
+) -> list[httpx.Response]:
+    """Send (server "a"/"b", method, path, headers, json) requests concurrently."""
+    async with (
+        httpx.AsyncClient(base_url=pair.server_a.base_url, timeout=HTTP_TIMEOUT_S) as a,
+        httpx.AsyncClient(base_url=pair.server_b.base_url, timeout=HTTP_TIMEOUT_S) as b,
+    ):
+        clients = {"a": a, "b": b}
+        # open one connection per request first, so that the race is not a connect race
+        await asyncio.gather(
+            *(clients[s].get("/v1/users/me", headers=h) for s, _, _, h, _ in requests)
+        )
+        return await asyncio.gather(
+            *(
+                clients[s].request(method, path, headers=h, json=body)
+                for s, method, path, h, body in requests
+            )
+        )
+
+
+def all_at_once(pair: Pair, requests) -> list[httpx.Response]:
+    responses = asyncio.run(_all_at_once(pair, requests))
+    for response in responses:
+        assert response.status_code < 500, response.text
+    return responses
+
+
+# --- 1. tokens ---------------------------------------------------------------------------
+
+
+def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com")
+    add_controller(database_url, "TP-OWNED-1", "--owner", "ana@example.com")
+    with two_servers(database_url, tmp_path) as pair:
+        auth = tokens_of(pair.a, "ana@example.com")
+        assert_works(pair.b, auth["access_token"], "ana@example.com")
+        listed = pair.b.get("/v1/controllers", headers=bearer(auth["access_token"]))
+        assert listed.status_code == 200, listed.text
+        assert [c["serial_number"] for c in listed.json()["_embedded"]["controller"]] == [
+            "TP-OWNED-1"
+        ]
+
+        renewed = renew(pair.b, auth["refresh_token"])
+        assert renewed.status_code == 200, renewed.text
+        access_from_b = renewed.json()["auth"]["access_token"]
+        assert access_from_b != auth["access_token"]
+        assert_works(pair.a, access_from_b, "ana@example.com")
+        one = pair.a.get("/v1/controllers/TP-OWNED-1", headers=bearer(access_from_b))
+        assert one.status_code == 200, one.text
+
+        # and the other way round: B's login, A's renewal
+        auth_b = tokens_of(pair.b, "ana@example.com")
+        assert_works(pair.a, auth_b["access_token"], "ana@example.com")
+        renewed_on_a = renew(pair.a, auth_b["refresh_token"])
+        assert renewed_on_a.status_code == 200, renewed_on_a.text
+        assert_works(pair.b, renewed_on_a.json()["auth"]["access_token"], "ana@example.com")
+
+
+# --- 2. revocation -----------------------------------------------------------------------
+
+
+def test_a_revocation_on_one_process_holds_on_the_other_at_once(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com")
+    with two_servers(database_url, tmp_path) as pair:
+        first = tokens_of(pair.a, "ana@example.com")
+        second = tokens_of(pair.b, "ana@example.com")
+        for http in pair.both:
+            assert_works(http, first["access_token"], "ana@example.com")
+
+        # an access token revoked on A is dead on B on the very next request
+        revoke(pair.a, first["access_token"])
+        assert_invalid_token(pair.b, first["access_token"])
+        assert_invalid_token(pair.a, first["access_token"])
+        # its refresh token was not revoked: renewing on B still works
+        renewed = renew(pair.b, first["refresh_token"])
+        assert renewed.status_code == 200, renewed.text
+        renewed_access = renewed.json()["auth"]["access_token"]
+        assert_works(pair.a, renewed_access, "ana@example.com")
+
+        # the refresh token revoked on B: no renewal on A, and every access token from it ends
+        revoke(pair.b, first["refresh_token"])
+        assert_invalid_grant(renew(pair.a, first["refresh_token"]))
+        assert_invalid_grant(renew(pair.b, first["refresh_token"]))
+        for http in pair.both:
+            assert_invalid_token(http, renewed_access)
+            assert_invalid_token(http, first["access_token"])
+            # the other login's tokens are untouched
+            assert_works(http, second["access_token"], "ana@example.com")
+        assert renew(pair.a, second["refresh_token"]).status_code == 200
+
+
+# --- 3. operators' commands while both serve ---------------------------------------------
+
+
+def test_set_password_and_disable_end_the_users_tokens_on_both_processes(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com", "bob@example.com")
+    with two_servers(database_url, tmp_path) as pair:
+        ana_a, ana_b = tokens_of(pair.a, "ana@example.com"), tokens_of(pair.b, "ana@example.com")
+        bob = tokens_of(pair.b, "bob@example.com")
+        for http in pair.both:
+            assert_works(http, ana_a["access_token"], "ana@example.com")
+
+        ok(run_cli("users", "set-password", "ana@example.com", "--password", NEW_PASSWORD,
+                   database_url=database_url))  # fmt: skip
+        for http in pair.both:
+            assert_invalid_token(http, ana_a["access_token"])
+            assert_invalid_token(http, ana_b["access_token"])
+            assert_invalid_grant(renew(http, ana_a["refresh_token"]))
+            assert_invalid_grant(renew(http, ana_b["refresh_token"]))
+            assert_works(http, bob["access_token"], "bob@example.com")
+        assert_invalid_grant(log_in(pair.a, "ana@example.com", PASSWORD))
+        ana_new = tokens_of(pair.b, "ana@example.com", NEW_PASSWORD)
+        assert_works(pair.a, ana_new["access_token"], "ana@example.com")
+
+        ok(run_cli("users", "disable", "ana@example.com", database_url=database_url))
+        for http in pair.both:
+            assert_invalid_token(http, ana_new["access_token"])
+            assert_invalid_grant(renew(http, ana_new["refresh_token"]))
+            assert_invalid_grant(log_in(http, "ana@example.com", NEW_PASSWORD))
+            assert_works(http, bob["access_token"], "bob@example.com")
+            assert renew(http, bob["refresh_token"]).status_code == 200
+
+
+# --- 4. throttling -----------------------------------------------------------------------
+
+THROTTLED = {
+    "DEVICECONTROL_THROTTLE_LOGIN_PER_USERNAME": "3/900",
+    "DEVICECONTROL_THROTTLE_CLAIM_PER_CONTROLLER": "3/900",
+}
+GUESSES = 12
+
+
+def test_failed_logins_split_across_the_processes_are_counted_together(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com", "bob@example.com")
+    with two_servers(database_url, tmp_path, env=THROTTLED) as pair:
+        for http in (pair.a, pair.b, pair.a):  # 3 failures, neither process saw 3 itself
+            assert_invalid_grant(log_in(http, "ana@example.com", "wrong-password"))
+        for http in (pair.b, pair.a):  # the right password is not even looked at
+            assert_throttled(log_in(http, "ana@example.com"))
+        assert_throttled(log_in(pair.b, "ANA@example.com"))  # the same username
+        for http in pair.both:  # another username is not held back
+            assert log_in(http, "bob@example.com").status_code == 200
+
+        # concurrent guesses on both processes: only the first 3 are checked at all
+        guesses = all_at_once(
+            pair,
+            [
+                ("ab"[i % 2], "POST", "/v1/auth/login", {},
+                 {"client_id": CLIENT_ID, "client_secret": SECRET,
+                  "username": "carol@example.com", "password": f"guess-{i}"})
+                for i in range(GUESSES)
+            ],
+        )  # fmt: skip
+        statuses = sorted(r.status_code for r in guesses)
+        assert statuses == [400] * 3 + [429] * (GUESSES - 3), [r.text for r in guesses]
+
+
+def test_wrong_claim_codes_split_across_the_processes_are_counted_together(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com", "bob@example.com")
+    import_controllers(
+        database_url,
+        tmp_path,
+        [("TP-CLAIM-1", "RIGHT-CODE"), ("TP-CLAIM-2", "OTHER-CODE"), ("TP-CLAIM-3", "THIRD-CODE")],
+    )
+    with two_servers(database_url, tmp_path, env=THROTTLED) as pair:
+        ana = bearer(tokens_of(pair.a, "ana@example.com")["access_token"])
+        bob = bearer(tokens_of(pair.b, "bob@example.com")["access_token"])
+        assign = "/v1/controllers/TP-CLAIM-1/assign"
+        for http, body in ((pair.a, {"claim_code": "WRONG-1"}), (pair.b, {}),
+                           (pair.a, {"claim_code": "WRONG-2"})):  # fmt: skip
+            response = http.post(assign, headers=ana, json=body)
+            assert response.status_code == 403, response.text
+        for http in (pair.b, pair.a):  # the right code is not even looked at
+            assert_throttled(http.post(assign, headers=ana, json={"claim_code": "RIGHT-CODE"}))
+        # the limit is the controller's: another user with the right code waits too
+        assert_throttled(pair.b.post(assign, headers=bob, json={"claim_code": "RIGHT-CODE"}))
+        # another controller is not held back
+        other = pair.b.post(
+            "/v1/controllers/TP-CLAIM-2/assign", headers=ana, json={"claim_code": "OTHER-CODE"}
+        )
+        assert other.status_code == 200, other.text
+
+        # concurrent guesses on both processes: only the first 3 are checked at all
+        guesses = all_at_once(
+            pair,
+            [
+                ("ab"[i % 2], "POST", "/v1/controllers/TP-CLAIM-3/assign", bob,
+                 {"claim_code": f"GUESS-{i}"})
+                for i in range(GUESSES)
+            ],
+        )  # fmt: skip
+        statuses = sorted(r.status_code for r in guesses)
+        assert statuses == [403] * 3 + [429] * (GUESSES - 3), [r.text for r in guesses]
+
+
+# --- 5. ownership races across the processes ---------------------------------------------
+
+RACERS = 10
+RACED_CONTROLLERS = ["TP-RACE-1", "TP-RACE-2", "TP-RACE-3", "TP-RACE-4"]
+RELEASE_ROUNDS = 6
+
+
+async def _database_state(database_url: str, serial: str) -> tuple[int | None, list[int]]:
+    database = Database(database_url)
+    try:
+        async with database.read() as connection:
+            row = (
+                await connection.execute(
+                    select(controllers.c.id, controllers.c.user_id).where(
+                        controllers.c.serial_number == serial
+                    )
+                )
+            ).one()
+            active = (
+                await connection.execute(
+                    select(controller_assignments.c.user_id).where(
+                        controller_assignments.c.controller_id == row.id,
+                        controller_assignments.c.deleted_at.is_(None),
+                    )
+                )
+            ).scalars()
+            return row.user_id, list(active)
+    finally:
+        await database.dispose()
+
+
+def database_state(database_url: str, serial: str) -> tuple[int | None, list[int]]:
+    """The controller's owner and the users of its active records, read from the database."""
+    return asyncio.run(_database_state(database_url, serial))
+
+
+def test_assigns_racing_across_the_processes_leave_one_owner(database_url, tmp_path):
+    emails = [f"racer{i}@example.com" for i in range(RACERS)]
+    create_client(database_url)
+    create_users(database_url, *emails)
+    import_controllers(database_url, tmp_path, [(serial, "") for serial in RACED_CONTROLLERS])
+    with two_servers(database_url, tmp_path) as pair:
+        headers, user_ids = [], []
+        for i, email in enumerate(emails):
+            http = pair.both[i % 2]
+            token = tokens_of(http, email)["access_token"]
+            headers.append(bearer(token))
+            user_ids.append(me(http, token).json()["users"]["user_id"])
+
+        for round_, serial in enumerate(RACED_CONTROLLERS):
+            responses = all_at_once(
+                pair,
+                [
+                    ("ab"[(i + round_) % 2], "POST", f"/v1/controllers/{serial}/assign", h, None)
+                    for i, h in enumerate(headers)
+                ],
+            )
+            statuses = [r.status_code for r in responses]
+            assert sorted(statuses) == [200] + [409] * (RACERS - 1), [r.text for r in responses]
+            winner_index = statuses.index(200)
+            record = responses[winner_index].json()["controller_reassign"]
+            winner = user_ids[winner_index]
+            assert (record["user_id"], record["deleted_at"]) == (winner, None)
+
+            # the owner's history, read on either process: one active record, the winner's
+            for http in pair.both:
+                history = http.get(
+                    f"/v1/controllers/{serial}/assignments", headers=headers[winner_index]
+                )
+                assert history.status_code == 200, history.text
+                records = history.json()["_embedded"]["controller_reassign"]
+                active = [r for r in records if r["deleted_at"] is None]
+                assert [(r["id"], r["user_id"]) for r in active] == [(record["id"], winner)]
+                assert history.json()["total"] == 1
+            loser_index = (winner_index + 1) % RACERS
+            assert pair.b.get(
+                f"/v1/controllers/{serial}/assignments", headers=headers[loser_index]
+            ).status_code == 404  # fmt: skip
+
+            # and the database agrees: the owner is the user of the one active record
+            assert database_state(database_url, serial) == (winner, [winner])
+
+
+def test_reassign_racing_release_across_the_processes_ends_consistent(database_url, tmp_path):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com", "bob@example.com")
+    add_controller(database_url, "TP-HANDOVER", "--owner", "ana@example.com")
+    serial = "TP-HANDOVER"
+    with two_servers(database_url, tmp_path) as pair:
+        ana_auth, bob_auth = (
+            tokens_of(pair.a, "ana@example.com"),
+            tokens_of(pair.b, "bob@example.com"),
+        )
+        ana, bob = bearer(ana_auth["access_token"]), bearer(bob_auth["access_token"])
+        ana_id = me(pair.a, ana_auth["access_token"]).json()["users"]["user_id"]
+        bob_id = me(pair.b, bob_auth["access_token"]).json()["users"]["user_id"]
+        outcomes = set()
+        for round_ in range(RELEASE_ROUNDS):
+            # give the controller back to ana, whoever ended up with it
+            owner, _ = database_state(database_url, serial)
+            if owner is None:
+                back = pair.a.post(f"/v1/controllers/{serial}/assign", headers=ana)
+            elif owner == bob_id:
+                back = pair.b.patch(
+                    f"/v1/controllers/{serial}/reassign", headers=bob,
+                    json={"owner": "ana@example.com"},
+                )  # fmt: skip
+            else:
+                back = None
+            assert back is None or back.status_code == 200, back.text
+            assert database_state(database_url, serial) == (ana_id, [ana_id])
+
+            reassign_on, release_on = ("a", "b") if round_ % 2 == 0 else ("b", "a")
+            reassigned, released = all_at_once(
+                pair,
+                [
+                    (reassign_on, "PATCH", f"/v1/controllers/{serial}/reassign", ana,
+                     {"owner": "bob@example.com"}),
+                    (release_on, "DELETE", f"/v1/controllers/{serial}/assign", ana, None),
+                ],
+            )  # fmt: skip
+            statuses = (reassigned.status_code, released.status_code)
+            state = database_state(database_url, serial)
+            if statuses == (200, 404):  # the hand-over came first: bob's, one record shows it
+                record = reassigned.json()["controller_reassign"]
+                assert (record["user_id"], record["deleted_at"]) == (bob_id, None)
+                assert state == (bob_id, [bob_id])
+                history = pair.a.get(f"/v1/controllers/{serial}/assignments", headers=bob)
+                active = [
+                    r for r in history.json()["_embedded"]["controller_reassign"]
+                    if r["deleted_at"] is None
+                ]  # fmt: skip
+                assert [r["id"] for r in active] == [record["id"]]
+            elif statuses == (404, 200):  # the release came first: unowned, no active record
+                record = released.json()["controller_reassign"]
+                assert record["user_id"] == ana_id and record["deleted_at"] is not None
+                assert state == (None, [])
+            else:
+                raise AssertionError(f"{statuses}: {reassigned.text} {released.text}")
+            outcomes.add(statuses)
+        assert outcomes  # which order wins is up to the race; both are consistent
