@@ -75,7 +75,10 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-def create_engine(database_url: str) -> AsyncEngine:
+def create_engine(
+    database_url: str, *, command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S
+) -> AsyncEngine:
+    """The engine for a URL; ``command_timeout_s`` bounds each PostgreSQL statement."""
     url = async_url(database_url)
     if url.get_backend_name() == "sqlite":
         engine = create_async_engine(url, pool_size=8, max_overflow=8)
@@ -92,7 +95,7 @@ def create_engine(database_url: str) -> AsyncEngine:
         pool_pre_ping=True,
         connect_args={
             "timeout": POSTGRES_CONNECT_TIMEOUT_S,
-            "command_timeout": POSTGRES_COMMAND_TIMEOUT_S,
+            "command_timeout": command_timeout_s,
         },
     )
 
@@ -100,9 +103,11 @@ def create_engine(database_url: str) -> AsyncEngine:
 class Database:
     """The process's engine and its two kinds of transaction."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(
+        self, database_url: str, *, command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S
+    ) -> None:
         self.url = database_url
-        self.engine = create_engine(database_url)
+        self.engine = create_engine(database_url, command_timeout_s=command_timeout_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._writer = (
             self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})

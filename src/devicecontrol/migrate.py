@@ -33,6 +33,19 @@ def _upgrade(connection: Connection) -> None:
 
 
 async def upgrade_database(database: Database) -> None:
-    """Bring the schema to the newest revision; a no-op when it is already there."""
-    async with database.write() as connection:
-        await connection.run_sync(_upgrade)
+    """Bring the schema to the newest revision; a no-op when it is already there.
+
+    On PostgreSQL the migration gets its own connection without the request path's
+    statement timeout: building an index on a large fleet, or waiting for another process's
+    migration lock, may rightly take longer than any request should.
+    """
+    if database.is_sqlite:
+        async with database.write() as connection:
+            await connection.run_sync(_upgrade)
+        return
+    migrator = Database(database.url, command_timeout_s=None)
+    try:
+        async with migrator.write() as connection:
+            await connection.run_sync(_upgrade)
+    finally:
+        await migrator.dispose()

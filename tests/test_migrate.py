@@ -1,0 +1,41 @@
+"""Migrations are not bound by the request path's statement timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from devicecontrol.db import Database
+from devicecontrol.migrate import _POSTGRES_MIGRATION_LOCK, upgrade_database
+from tests.conftest import POSTGRESQL_URL
+
+# the statement timeout and the migration lock exist on PostgreSQL only
+pytestmark = pytest.mark.parametrize("backend", ["postgresql"] if POSTGRESQL_URL else [])
+
+
+async def test_a_migration_waits_out_a_lock_longer_than_the_statement_timeout(
+    database_url: str,
+) -> None:
+    database = Database(database_url, command_timeout_s=0.5)
+    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(False)
+    holder = await asyncpg.connect(dsn, timeout=10)
+    try:
+        # another process is migrating: it holds the lock for longer than the timeout
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("SELECT pg_advisory_xact_lock($1)", _POSTGRES_MIGRATION_LOCK)
+        migration = asyncio.create_task(upgrade_database(database))
+        await asyncio.sleep(1.5)
+        assert not migration.done()
+        await transaction.commit()
+        await asyncio.wait_for(migration, timeout=30)
+        # the request path keeps its bound
+        with pytest.raises(TimeoutError):
+            async with database.read() as connection:
+                await connection.exec_driver_sql("SELECT pg_sleep(2)")
+    finally:
+        await holder.close()
+        await database.dispose()
