@@ -1,0 +1,193 @@
+"""Fill a fresh database fast: the real migrations, then Core executemany in big batches.
+
+One precomputed argon2 hash serves every user (hashing a million passwords would take
+days), and the token holders' access and refresh tokens are inserted as digests, exactly
+as login would store them, so that wrk can present the tokens themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Table, insert, text
+
+from bench.fleet import Fleet, serial_number, username
+from devicecontrol.auth import tokens
+from devicecontrol.auth.passwords import hash_password
+from devicecontrol.clock import utcnow
+from devicecontrol.db import Database
+from devicecontrol.geo import find_place
+from devicecontrol.migrate import upgrade_database
+from devicecontrol.tables import access_tokens, clients, controllers, countries, refresh_tokens
+from devicecontrol.tables import users as users_table
+
+BATCH_ROWS = 20_000
+CLIENT_ID = "bench-app"
+CLIENT_SECRET = "bench-client-secret-not-for-production"  # noqa: S105 (benchmark data only)
+PASSWORD = "bench-password"  # noqa: S105 (benchmark data only)
+TOKEN_TTL = timedelta(days=1)
+COUNTRY = ("BG", "Sofia")
+# tables given explicit ids: PostgreSQL's sequences must then skip past them
+_ID_TABLES = ("countries", "clients", "users", "controllers", "refresh_tokens", "access_tokens")
+
+
+@dataclass(slots=True)
+class Provisioned:
+    """What the scenarios need to address the fleet, and how long filling it took."""
+
+    fleet: Fleet
+    access_tokens: dict[int, str] = field(default_factory=dict)
+    refresh_tokens: dict[int, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _batches(rows: Iterator[dict[str, Any]], size: int = BATCH_ROWS) -> Iterator[list[dict]]:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def _insert_all(database: Database, table: Table, rows: Iterator[dict[str, Any]]) -> None:
+    for batch in _batches(rows):
+        async with database.write() as connection:
+            await connection.execute(insert(table), batch)
+
+
+async def provision(database_url: str, fleet: Fleet) -> Provisioned:
+    """Migrate and fill an empty database; returns the tokens handed to the token holders."""
+    started = time.perf_counter()
+    database = Database(database_url, command_timeout_s=None)
+    try:
+        await upgrade_database(database)
+        result = Provisioned(fleet)
+        await _fill(database, result)
+        if not database.is_sqlite:
+            await _advance_sequences(database)
+    finally:
+        await database.dispose()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def _fill(database: Database, result: Provisioned) -> None:
+    fleet, now = result.fleet, utcnow()
+    place = find_place(*COUNTRY)
+    password_hash = hash_password(PASSWORD)
+    async with database.write() as connection:
+        await connection.execute(
+            insert(countries).values(
+                id=1,
+                geoname_id=place.geoname_id,
+                continent_code=place.continent_code,
+                continent_name=place.continent_name,
+                country_code=place.country_code,
+                country_name=place.country_name,
+                city_name=place.city_name,
+                time_zone=place.time_zone,
+            )
+        )
+        await connection.execute(
+            insert(clients).values(
+                id=1,
+                client_id=CLIENT_ID,
+                secret_digest=tokens.digest(CLIENT_SECRET),
+                created_at=now,
+            )
+        )
+    await _insert_all(
+        database,
+        users_table,
+        (
+            {
+                "id": user_id,
+                "username": username(user_id),
+                "username_key": username(user_id),
+                "password_hash": password_hash,
+                "firstname": "Bench",
+                "lastname": f"User {user_id}",
+                "phone": None,
+                "country_id": 1,
+                "created_at": now,
+            }
+            for user_id in range(1, fleet.users + 1)
+        ),
+    )
+    await _insert_all(
+        database,
+        controllers,
+        (
+            {
+                "id": index + 1,
+                "serial_number": serial_number(index),
+                "mac": f"{index:012X}",
+                "type": "melissa" if index % 2 else "smart_plug",
+                "name": f"Controller {index}",
+                "firmware_version": "1.2.3",
+                "brand_id": 1,
+                "device_group": "",
+                "room_id": None,
+                "online": bool(index % 3),
+                "claim_code_digest": None,
+                "user_id": fleet.owner(index),
+                "created_at": now,
+            }
+            for index in range(fleet.controllers)
+        ),
+    )
+    holders = range(1, fleet.token_holders + 1)
+    result.refresh_tokens = {user_id: tokens.new_token() for user_id in holders}
+    result.access_tokens = {user_id: tokens.new_token() for user_id in holders}
+    await _insert_all(
+        database,
+        refresh_tokens,
+        (
+            {
+                "id": user_id,
+                "digest": tokens.digest(token),
+                "user_id": user_id,
+                "client_pk": 1,
+                "created_at": now,
+                "expires_at": now + TOKEN_TTL,
+                "revoked_at": None,
+            }
+            for user_id, token in result.refresh_tokens.items()
+        ),
+    )
+    await _insert_all(
+        database,
+        access_tokens,
+        (
+            {
+                "id": user_id,
+                "digest": tokens.digest(token),
+                "user_id": user_id,
+                "client_pk": 1,
+                "refresh_token_id": user_id,
+                "created_at": now,
+                "expires_at": now + TOKEN_TTL,
+                "revoked_at": None,
+            }
+            for user_id, token in result.access_tokens.items()
+        ),
+    )
+
+
+async def _advance_sequences(database: Database) -> None:
+    async with database.write() as connection:
+        for table in _ID_TABLES:
+            await connection.execute(
+                text(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608 (constant names)
+                    f"(SELECT coalesce(max(id), 1) FROM {table}))"
+                )
+            )
+        await connection.execute(text("ANALYZE"))

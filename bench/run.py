@@ -1,0 +1,214 @@
+"""One benchmark run: for each backend and fleet size, provision once; for each worker
+count, start the service and, per scenario, its ceiling; alternate wrk between the two."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import report, scenarios, servers, wrk
+from bench.argon2cost import Argon2Cost
+from bench.capture import capture
+from bench.databases import throwaway_database
+from bench.fleet import Fleet
+from bench.provision import provision
+from bench.report import Row
+from bench.scenarios import STORM, Scenario
+
+STORM_LEAD_S = 1  # the login storm starts this long before the reads and ends after them
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    backends: tuple[str, ...]
+    workers: tuple[int, ...]
+    fleets: tuple[int, ...]
+    scenarios: tuple[str, ...]
+    duration_s: int
+    warmup_s: int
+    rounds: int
+    connections: int
+    threads: int
+    postgresql_url: str
+    output: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    backend: str
+    workers: int
+    fleet: int
+
+
+def _load_average() -> list[float]:
+    """1, 5 and 15 minute load averages; this run's own wrk and servers count in them."""
+    return [round(value, 2) for value in os.getloadavg()]
+
+
+def _median(results: list[wrk.WrkResult], key: Callable[[wrk.WrkResult], float]) -> float:
+    return statistics.median(key(result) for result in results)
+
+
+class Bench:
+    """Holds the options, the output directory and the rows of one run."""
+
+    def __init__(self, options: Options, argon2: Argon2Cost, log: Callable[[str], None]) -> None:
+        self.options = options
+        self.argon2 = argon2
+        self.log = log
+        self.rows: list[Row] = []
+        self.provisioning: list[dict[str, Any]] = []
+        self.load: list[dict[str, Any]] = []
+
+    def wrk(self, script: Path, port: int, duration_s: int, connections: int) -> wrk.WrkResult:
+        argv = wrk.command(
+            script,
+            port,
+            duration_s=duration_s,
+            connections=connections,
+            threads=self.options.threads,
+        )
+        return wrk.run(argv, duration_s)
+
+    def run(self) -> list[Row]:
+        for backend in self.options.backends:
+            for fleet_size in self.options.fleets:
+                self.run_fleet(backend, Fleet(fleet_size))
+        return self.rows
+
+    def run_fleet(self, backend: str, fleet: Fleet) -> None:
+        with throwaway_database(backend, fleet.controllers, self.options.postgresql_url) as url:
+            self.log(f"provisioning {backend}: {fleet.controllers:,} controllers, "
+                     f"{fleet.users:,} users ...")  # fmt: skip
+            fixture = asyncio.run(provision(url, fleet))
+            self.log(f"  provisioned in {fixture.seconds:.1f} s")
+            self.provisioning.append(
+                {"backend": backend, "fleet": fleet.controllers, "users": fleet.users,
+                 "seconds": round(fixture.seconds, 1)}
+            )  # fmt: skip
+            built = scenarios.build(fixture)
+            for workers in self.options.workers:
+                self.run_config(Config(backend, workers, fleet.controllers), url, built)
+
+    def run_config(self, config: Config, url: str, built: dict[str, Scenario]) -> None:
+        directory = self.options.output / f"{config.backend}-w{config.workers}-f{config.fleet}"
+        directory.mkdir(parents=True, exist_ok=True)
+        port = servers.free_port()
+        argv = servers.service_command(port, config.workers, url)
+        load_before = _load_average()
+        with (
+            (directory / "service.log").open("wb") as log,
+            servers.running(argv, port, log, servers.service_env()),
+        ):
+            for name in self.options.scenarios:
+                self.log(f"  {config.backend} w{config.workers} {config.fleet:,}: {name}")
+                scenario = built[name]
+                if name == STORM:
+                    row = self.run_storm(config, port, scenario, built["login"], directory)
+                else:
+                    row = self.run_scenario(config, port, scenario, directory)
+                self.rows.append(row)
+                self.log("    " + report.text_table([row]).splitlines()[1])
+        self.load.append(
+            {"backend": config.backend, "workers": config.workers, "fleet": config.fleet,
+             "loadavg_before": load_before, "loadavg_after": _load_average()}
+        )  # fmt: skip
+
+    def connections_for(self, scenario: Scenario) -> int:
+        return scenario.connections or self.options.connections
+
+    def run_scenario(self, config: Config, port: int, scenario: Scenario, directory: Path) -> Row:
+        """Ceiling and service alternately, ``rounds`` times each after a warm-up of both."""
+        options = self.options
+        script = wrk.write_script(scenario.requests, directory / f"{scenario.name}.lua")
+        response_file = directory / f"{scenario.name}.response.json"
+        size = capture(port, scenario.requests[0], response_file)
+        ceiling_port = servers.free_port()
+        ceiling_argv = servers.ceiling_command(ceiling_port, config.workers)
+        connections = self.connections_for(scenario)
+        service_runs, ceiling_runs = [], []
+        with (
+            (directory / f"ceiling-{scenario.name}.log").open("wb") as log,
+            servers.running(ceiling_argv, ceiling_port, log, servers.ceiling_env(response_file)),
+        ):
+            if options.warmup_s:
+                self.wrk(script, ceiling_port, options.warmup_s, connections)
+                self.wrk(script, port, options.warmup_s, connections)
+            for _ in range(options.rounds):
+                ceiling_runs.append(self.wrk(script, ceiling_port, options.duration_s, connections))
+                service_runs.append(self.wrk(script, port, options.duration_s, connections))
+        note = f"{size} B body, {connections} conn"
+        if scenario.name == "login":
+            note += (f"; argon2 verify {self.argon2.verify_ms:.0f} ms, "
+                     f"hash {self.argon2.hash_ms:.0f} ms in-process")  # fmt: skip
+        return Row(
+            scenario=scenario.name,
+            backend=config.backend,
+            workers=config.workers,
+            fleet=config.fleet,
+            rate=_median(service_runs, lambda r: r.rate),
+            p50_ms=_median(service_runs, lambda r: r.p50_ms),
+            p99_ms=_median(service_runs, lambda r: r.p99_ms),
+            errors=sum(r.errors for r in service_runs),
+            ceiling_rate=_median(ceiling_runs, lambda r: r.rate),
+            note=note,
+        )
+
+    def run_storm(
+        self, config: Config, port: int, reads: Scenario, logins: Scenario, directory: Path
+    ) -> Row:
+        """Reads alone (calm), then the same reads beside a login wrk, ``rounds`` times."""
+        options = self.options
+        read_script = wrk.write_script(reads.requests, directory / "storm-reads.lua")
+        login_script = wrk.write_script(logins.requests, directory / "storm-logins.lua")
+        connections = self.connections_for(reads)
+        storm_s = options.duration_s + 2 * STORM_LEAD_S
+        login_argv = wrk.command(
+            login_script,
+            port,
+            duration_s=storm_s,
+            connections=self.connections_for(logins),
+            threads=1,
+        )
+        calm_runs, storm_runs, login_runs = [], [], []
+        if options.warmup_s:
+            self.wrk(read_script, port, options.warmup_s, connections)
+        for _ in range(options.rounds):
+            calm_runs.append(self.wrk(read_script, port, options.duration_s, connections))
+            storm = wrk.start(login_argv)
+            try:
+                time.sleep(STORM_LEAD_S)
+                storm_runs.append(self.wrk(read_script, port, options.duration_s, connections))
+            finally:
+                try:
+                    login_runs.append(wrk.finish(storm, storm_s))
+                except subprocess.TimeoutExpired:
+                    storm.kill()
+                    raise
+        calm_p99 = _median(calm_runs, lambda r: r.p99_ms)
+        storm_p99 = _median(storm_runs, lambda r: r.p99_ms)
+        calm_rate = _median(calm_runs, lambda r: r.rate)
+        note = (
+            f"calm {calm_rate:,.0f} req/s p99 {calm_p99:.2f} ms -> storm p99 {storm_p99:.2f} ms "
+            f"(x{storm_p99 / calm_p99:.2f}); logins {_median(login_runs, lambda r: r.rate):.1f}/s, "
+            f"{sum(r.errors for r in login_runs)} login errors"
+        )
+        return Row(
+            scenario=STORM,
+            backend=config.backend,
+            workers=config.workers,
+            fleet=config.fleet,
+            rate=_median(storm_runs, lambda r: r.rate),
+            p50_ms=_median(storm_runs, lambda r: r.p50_ms),
+            p99_ms=storm_p99,
+            errors=sum(r.errors for r in storm_runs),
+            ceiling_rate=None,
+            note=note,
+        )
