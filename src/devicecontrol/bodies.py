@@ -86,6 +86,16 @@ async def read_json_object(
     raise UnsupportedMediaType(f"The request body must be {accepted}.")
 
 
+def check_string_fields(
+    body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> None:
+    """BadRequest naming every bad field (``errors``), or nothing when all are acceptable."""
+    errors = string_field_errors(body, required, optional)
+    if errors:
+        detail = "; ".join(f"{error.field}: {error.message}" for error in errors)
+        raise BadRequest(detail, errors=errors)
+
+
 def string_field_errors(
     body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> list[FieldError]:

@@ -23,7 +23,7 @@ from devicecontrol.auth.schemas import (
     RevokeResponse,
     TokenResponse,
 )
-from devicecontrol.bodies import read_json_object, string_field_errors
+from devicecontrol.bodies import check_string_fields, read_json_object
 from devicecontrol.errors import EXCEPTION_HANDLERS, BadRequest, OAuthError
 from devicecontrol.hal import HAL_JSON, self_links
 from devicecontrol.openapi import CLIENT_CREDENTIALS, TokenOperation, problems, with_body
@@ -67,17 +67,13 @@ async def _token_request(
     request: Request[Any, Any, Any], fields: tuple[str, ...], optional: tuple[str, ...] = ()
 ) -> dict[str, str]:
     try:
-        body = await read_json_object(request, allow_form=True)
+        body = {
+            **await read_json_object(request, allow_form=True),
+            **_basic_client_credentials(request),
+        }
+        check_string_fields(body, ("client_id", "client_secret", *fields), optional)
     except BadRequest as exc:
-        raise OAuthError("invalid_request", exc.detail) from None
-    body = {**body, **_basic_client_credentials(request)}
-    errors = string_field_errors(body, ("client_id", "client_secret", *fields), optional)
-    if errors:
-        raise OAuthError(
-            "invalid_request",
-            "; ".join(f"{e.field}: {e.message}" for e in errors),
-            errors=errors,
-        )
+        raise OAuthError("invalid_request", exc.detail, errors=exc.errors) from None
     return {name: body[name] for name in ("client_id", "client_secret", *fields)}
 
 

@@ -10,7 +10,7 @@ from litestar.params import PathParameter, QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
-from devicecontrol.bodies import read_json_object, string_field_errors
+from devicecontrol.bodies import check_string_fields, read_json_object
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers import service
 from devicecontrol.controllers.identity import SERIAL_NUMBER
@@ -26,10 +26,9 @@ from devicecontrol.controllers.schemas import (
     EmbeddedControllers,
     ReassignRequest,
 )
-from devicecontrol.errors import BadRequest
 from devicecontrol.hal import HAL_JSON, controller_path, page_links, self_links
 from devicecontrol.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
-from devicecontrol.paging import MAX_PAGE, page_request, size_query
+from devicecontrol.paging import MAX_PAGE, PageRequest, page_request, size_query
 from devicecontrol.runtime import Runtime
 
 # the text as sent: paging.page_request parses it strictly (Litestar's int would take "2.0",
@@ -117,10 +116,30 @@ def assignment_response(record: Row) -> AssignmentResponse:
 
 
 def _optional_string(body: dict[str, Any], name: str) -> str | None:
-    errors = string_field_errors(body, (), (name,))
-    if errors:
-        raise BadRequest(f"{name}: {errors[0].message}", errors=errors)
+    check_string_fields(body, (), (name,))
     return body.get(name)
+
+
+def _page_members(
+    runtime: Runtime,
+    paging: PageRequest,
+    result: service.Page,
+    path: str,
+    filters: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """What every paged collection carries beside its items: counts and links.
+
+    Links keep a non-default ``page_size`` and the filters that were given, in that order.
+    """
+    query: dict[str, str | int] = size_query(runtime.settings, paging)
+    query.update({name: value for name, value in (filters or {}).items() if value is not None})
+    return {
+        "total": result.total,
+        "page": paging.page,
+        "page_size": paging.page_size,
+        "page_count": result.page_count,
+        "links": page_links(path, page=paging.page, page_count=result.page_count, query=query),
+    }
 
 
 class ControllersController(Controller):
@@ -146,23 +165,10 @@ class ControllersController(Controller):
     ) -> ControllerPage:
         query = service.build_query(runtime, type_=type, mac=mac, page=page, page_size=page_size)
         result = await service.list_controllers(runtime, request.user.user_id, query)
-        link_query = size_query(runtime.settings, query.paging)
-        if query.type is not None:
-            link_query["type"] = query.type
-        if query.mac is not None:
-            link_query["mac"] = query.mac
+        filters = {"type": query.type, "mac": query.mac}
         return ControllerPage(
             embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
-            total=result.total,
-            page=query.paging.page,
-            page_size=query.paging.page_size,
-            page_count=result.page_count,
-            links=page_links(
-                "/controllers",
-                page=query.paging.page,
-                page_count=result.page_count,
-                query=link_query,
-            ),
+            **_page_members(runtime, query.paging, result, "/controllers", filters),
         )
 
     @get(
@@ -220,9 +226,7 @@ class ControllersController(Controller):
         serial_number: SerialNumber,
     ) -> AssignmentResponse:
         body = await read_json_object(request)
-        errors = string_field_errors(body, ("owner",))
-        if errors:
-            raise BadRequest(f"owner: {errors[0].message}", errors=errors)
+        check_string_fields(body, ("owner",))
         record = await service.reassign_controller(
             runtime, request.user.user_id, serial_number, new_owner=body["owner"]
         )
@@ -268,14 +272,7 @@ class ControllersController(Controller):
             embedded=EmbeddedAssignments(
                 controller_reassign=[assignment_record(row) for row in result.rows]
             ),
-            total=result.total,
-            page=paging.page,
-            page_size=paging.page_size,
-            page_count=result.page_count,
-            links=page_links(
-                controller_path(serial_number) + "/assignments",
-                page=paging.page,
-                page_count=result.page_count,
-                query=size_query(runtime.settings, paging),
+            **_page_members(
+                runtime, paging, result, controller_path(serial_number) + "/assignments"
             ),
         )
