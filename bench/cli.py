@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from bench import argon2cost, report, wrk
+from bench import argon2cost, profiler, report, wrk
 from bench.databases import BACKENDS, DEFAULT_POSTGRESQL_URL
 from bench.run import Bench, Options
 from bench.scenarios import SCENARIO_NAMES
@@ -135,6 +135,19 @@ def _load() -> str:
     help="wrk threads (on 2 cores, one leaves the other to the server).",
 )
 @click.option(
+    "--token-cache-ms",
+    type=click.IntRange(0, 1000),
+    default=None,
+    help="DEVICECONTROL_TOKEN_CACHE_MS for the service (0 turns the cache off). "
+    "[default: the service's own, 500]",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Record the service with py-spy during its first measured run of each scenario "
+    "(pip install py-spy): <scenario>.svg flame graph and .txt collapsed stacks.",
+)
+@click.option(
     "--postgresql-url",
     default=DEFAULT_POSTGRESQL_URL,
     show_default=True,
@@ -151,7 +164,9 @@ def main(output: Path, **values: Any) -> None:
     """Benchmark devicecontrol against the HTTP ceiling with wrk and print one table."""
     try:
         wrk.wrk_path()
-    except wrk.WrkMissing as missing:
+        if values["profile"]:
+            profiler.py_spy_path()
+    except (wrk.WrkMissing, profiler.PySpyMissing) as missing:
         click.echo(f"error: {missing}", err=True)
         sys.exit(1)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -175,6 +190,9 @@ def main(output: Path, **values: Any) -> None:
         "argon2id in-process": f"hash {argon2.hash_ms:.1f} ms, verify {argon2.verify_ms:.1f} ms",
         "provisioning": bench.provisioning,
         "load per configuration": bench.load,
+        "token cache": "service default (500 ms)"
+        if options.token_cache_ms is None
+        else f"{options.token_cache_ms} ms",
         "wrk": f"{options.connections} connections, {options.threads} thread(s), "
         f"{options.rounds} x {options.duration_s} s per server after {options.warmup_s} s warm-up",
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios, servers, wrk
+from bench import profiler, report, scenarios, servers, wrk
 from bench.argon2cost import Argon2Cost
 from bench.capture import capture
 from bench.databases import throwaway_database
@@ -36,6 +36,8 @@ class Options:
     rounds: int
     connections: int
     threads: int
+    token_cache_ms: int | None
+    profile: bool
     postgresql_url: str
     output: Path
 
@@ -64,6 +66,7 @@ class Bench:
         self.argon2 = argon2
         self.log = log
         self.rows: list[Row] = []
+        self.service_pid = 0
         self.provisioning: list[dict[str, Any]] = []
         self.load: list[dict[str, Any]] = []
 
@@ -103,10 +106,12 @@ class Bench:
         port = servers.free_port()
         argv = servers.service_command(port, config.workers, url)
         load_before = _load_average()
+        env = servers.service_env(self.options.token_cache_ms)
         with (
             (directory / "service.log").open("wb") as log,
-            servers.running(argv, port, log, servers.service_env()),
+            servers.running(argv, port, log, env) as service,
         ):
+            self.service_pid = service.pid
             for name in self.options.scenarios:
                 self.log(f"  {config.backend} w{config.workers} {config.fleet:,}: {name}")
                 scenario = built[name]
@@ -144,6 +149,8 @@ class Bench:
             for _ in range(options.rounds):
                 ceiling_runs.append(self.wrk(script, ceiling_port, options.duration_s, connections))
                 service_runs.append(self.wrk(script, port, options.duration_s, connections))
+        if options.profile:
+            self.profile(script, port, connections, directory / f"{scenario.name}.svg")
         note = f"{size} B body, {connections} conn"
         if scenario.name == "login":
             note += (f"; argon2 verify {self.argon2.verify_ms:.0f} ms, "
@@ -160,6 +167,16 @@ class Bench:
             ceiling_rate=_median(ceiling_runs, lambda r: r.rate),
             note=note,
         )
+
+    def profile(self, script: Path, port: int, connections: int, destination: Path) -> None:
+        """One more service run under py-spy; its numbers are not reported."""
+        duration_s = self.options.duration_s
+        recorders = profiler.start(self.service_pid, duration_s, destination)
+        try:
+            self.wrk(script, port, duration_s, connections)
+        finally:
+            profiler.finish(recorders, duration_s)
+        self.log(f"    profile: {destination} (and .txt)")
 
     def run_storm(
         self, config: Config, port: int, reads: Scenario, logins: Scenario, directory: Path

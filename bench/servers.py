@@ -81,20 +81,25 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running(argv: list[str], port: int, log: IO[bytes], env: dict[str, str]) -> Iterator[int]:
+def running(
+    argv: list[str], port: int, log: IO[bytes], env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start a server, wait until it answers on ``port``, stop it on exit."""
     process = subprocess.Popen(  # noqa: S603 (our own argv)
         argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
     try:
         _wait_until_answering(process, port)
-        yield port
+        yield process
     finally:
         _stop(process)
 
 
-def service_env() -> dict[str, str]:
-    return {**os.environ, "DEVICECONTROL_LOG_LEVEL": LOG_LEVEL}
+def service_env(token_cache_ms: int | None = None) -> dict[str, str]:
+    env = {**os.environ, "DEVICECONTROL_LOG_LEVEL": LOG_LEVEL}
+    if token_cache_ms is not None:
+        env["DEVICECONTROL_TOKEN_CACHE_MS"] = str(token_cache_ms)
+    return env
 
 
 def ceiling_env(response_file: Path) -> dict[str, str]:

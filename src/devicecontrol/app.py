@@ -57,11 +57,12 @@ def openapi_config() -> OpenAPIConfig:
     )
 
 
-def reject_encoded_slash(request: Request) -> None:
+async def reject_encoded_slash(request: Request) -> None:
     """An encoded slash is a trick, not a path: ``/controllers/A%2Fassign`` is no resource.
 
     ASGI servers decode %2F before routing, which would turn it into a separator (and let
     it past any proxy rule written for the literal path); no serial number contains one.
+    Async on purpose: Litestar runs a sync hook in a worker thread, on every request.
     """
     raw_path = request.scope.get("raw_path") or b""
     if b"%2f" in raw_path.split(b"?", 1)[0].lower():

@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+# the longest a revoked token may still work on another process (issue 4's bound)
+MAX_TOKEN_CACHE_MS = 1000
 DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 ENV_PREFIX = "DEVICECONTROL_"
 
@@ -40,6 +42,7 @@ class Settings:
     throttle_claim_per_user: ThrottleRule = ThrottleRule(10, 900)
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
+    token_cache_ms: int = 500
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -56,6 +59,19 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
         raise SettingsError(f"{ENV_PREFIX}{name} must be an integer, got {raw!r}") from None
     if value < 1:
         raise SettingsError(f"{ENV_PREFIX}{name} must be at least 1, got {value}")
+    return value
+
+
+def _milliseconds(environ: Mapping[str, str], name: str, default: int, *, maximum: int) -> int:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be an integer, got {raw!r}") from None
+    if not 0 <= value <= maximum:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be 0 to {maximum} (ms), got {value}")
     return value
 
 
@@ -115,6 +131,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
         purge_interval_s=_positive_int(env, "PURGE_INTERVAL", defaults.purge_interval_s),
+        # the promise a revoked token keeps on other processes: see auth/token_cache.py
+        token_cache_ms=_milliseconds(
+            env, "TOKEN_CACHE_MS", defaults.token_cache_ms, maximum=MAX_TOKEN_CACHE_MS
+        ),
     )
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(

@@ -1,9 +1,17 @@
 """Engines and transactions: one code path for SQLite (default) and PostgreSQL.
 
-Services open a transaction with ``Database.read()`` or ``Database.write()``; both commit
-on success and roll back on any error. On SQLite a write transaction starts with
-``BEGIN IMMEDIATE`` so that it takes the write lock up front and waits (busy_timeout)
-instead of failing half-way when another connection wrote first.
+Services write in a transaction from ``Database.write()``, which commits on success and
+rolls back on any error. On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` so
+that it takes the write lock up front and waits (busy_timeout) instead of failing half-way
+when another connection wrote first; the writers of one process queue for it on an
+asyncio lock rather than in SQLite's busy handler, which sleeps up to 100 ms per retry.
+
+``Database.read()`` hands out a connection without a transaction: each statement sees
+what was committed when it started (PostgreSQL's READ COMMITTED gave a read transaction no
+more than that). On PostgreSQL that saves the BEGIN and COMMIT round trips. On SQLite the
+reads run on the event loop's own thread through the plain ``sqlite3`` driver: an indexed
+read of a local WAL database takes microseconds and never waits for a writer, while each
+aiosqlite call is a hop to its worker thread and back (see docs/PERFORMANCE.md).
 
 On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``errors.py``) rather
 than a hung request, and the pool heals by itself when the server returns: see
@@ -12,18 +20,27 @@ than a hung request, and the pool heals by itself when the server returns: see
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, Result, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.base import Executable
 
 from devicecontrol.config import SettingsError
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+# a WAL reader waits only in rare moments (recovery after a crash, a TRUNCATE checkpoint);
+# it waits on the event loop's thread, so briefly, and then the request is a 503
+SQLITE_READ_BUSY_TIMEOUT_MS = 250
+# map the database file into memory: a read is a page lookup, not a read() system call
+SQLITE_MMAP_BYTES = 256 * 1024 * 1024
+SQLITE_READ_POOL_SIZE = 4
 # a new connection (TCP, startup, auth) takes milliseconds; an unreachable host gets a 503
 # within the 2 s an outage answer may take, instead of the OS's minutes of SYN retries
 POSTGRES_CONNECT_TIMEOUT_S = 1
@@ -33,8 +50,15 @@ POSTGRES_COMMAND_TIMEOUT_S = 5
 # waiting longer than this for one of the pool's connections means the database is stuck
 # or overloaded: shed the request with a 503 rather than queue it without bound
 POSTGRES_POOL_TIMEOUT_S = 1
-POSTGRES_POOL_SIZE = 10
-POSTGRES_MAX_OVERFLOW = 10
+# per process: reads and writes have a pool each (reads run in autocommit, see Database).
+# No overflow: under load, overflow connections were opened and closed again for every
+# burst (TCP, TLS, authentication, each time); a request waits for a pooled connection
+# instead, for at most POSTGRES_POOL_TIMEOUT_S. 15 per process leaves room for several
+# processes under PostgreSQL's default max_connections of 100.
+POSTGRES_READ_POOL = (10, 0)  # (pool_size, max_overflow)
+POSTGRES_WRITE_POOL = (5, 0)
+# SQLite writers take turns (Database.write), so a few aiosqlite connections suffice
+SQLITE_WRITE_POOL = (2, 4)
 _BEGIN_MODE = "devicecontrol_begin"
 
 
@@ -54,20 +78,42 @@ def async_url(database_url: str) -> URL:
     raise SettingsError(f"unsupported database {backend!r}: use sqlite:/// or postgresql://")
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+class Reader(Protocol):
+    """What a repository needs from a connection: satisfied by ``AsyncConnection``."""
+
+    async def execute(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> Result[Any]: ...
+
+
+class InlineReader:
+    """A synchronous SQLite connection behind the ``Reader`` face, for ``Database.read()``."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    async def execute(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> Result[Any]:
+        return self._connection.execute(statement, parameters)
+
+
+def _set_sqlite_pragmas(engine: Engine, *pragmas: str) -> None:
+    @event.listens_for(engine, "connect")
     def set_pragmas(dbapi_connection: Any, _record: Any) -> None:
-        # take transaction control away from the driver; the "begin" hook below emits BEGIN
+        # take transaction control away from the driver: writes emit their own BEGIN (below)
+        # and reads run without one, each statement on its own snapshot
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in (
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            "foreign_keys=ON",
-            f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-        ):
+        for pragma in ("synchronous=NORMAL", "foreign_keys=ON", *pragmas):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    _set_sqlite_pragmas(
+        engine.sync_engine, "journal_mode=WAL", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"
+    )
 
     @event.listens_for(engine.sync_engine, "begin")
     def begin(connection: Connection) -> None:
@@ -76,21 +122,35 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
 
 def create_engine(
-    database_url: str, *, command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S
+    database_url: str,
+    *,
+    command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S,
+    autocommit: bool = False,
 ) -> AsyncEngine:
-    """The engine for a URL; ``command_timeout_s`` bounds each PostgreSQL statement."""
+    """The engine for a URL; ``command_timeout_s`` bounds each PostgreSQL statement.
+
+    ``autocommit`` (PostgreSQL only, for reads): no BEGIN/COMMIT around statements, and the
+    checkout ping is one round trip instead of BEGIN, ping, ROLLBACK. Statement parameters
+    (token digests, password hashes) stay out of error messages, and so out of the logs.
+    """
     url = async_url(database_url)
     if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(url, pool_size=8, max_overflow=8)
+        pool_size, max_overflow = SQLITE_WRITE_POOL
+        engine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+        )
         _configure_sqlite(engine)
         return engine
+    pool_size, max_overflow = POSTGRES_READ_POOL if autocommit else POSTGRES_WRITE_POOL
     return create_async_engine(
         url,
-        pool_size=POSTGRES_POOL_SIZE,
-        max_overflow=POSTGRES_MAX_OVERFLOW,
+        isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+        pool_size=pool_size,
+        hide_parameters=True,
+        max_overflow=max_overflow,
         pool_timeout=POSTGRES_POOL_TIMEOUT_S,
         # a pooled connection may have died with a server restart since its last use: ping
-        # it at checkout (about 0.3 ms on a local server) and reconnect, so that a restart
+        # it at checkout (about 0.1 ms on a local server) and reconnect, so that a restart
         # between requests costs no request an error
         pool_pre_ping=True,
         connect_args={
@@ -100,8 +160,28 @@ def create_engine(
     )
 
 
+def create_inline_reader_engine(url: URL) -> Engine:
+    """The plain ``sqlite3`` engine whose connections ``read()`` uses on the loop's thread."""
+    engine = create_sync_engine(
+        url.set(drivername="sqlite+pysqlite"),
+        pool_size=SQLITE_READ_POOL_SIZE,
+        hide_parameters=True,
+        max_overflow=SQLITE_READ_POOL_SIZE,
+        # used on the event loop's thread only, but created by whichever thread asks first
+        # (a test client's portal); the pool hands a connection to one user at a time
+        connect_args={"check_same_thread": False},
+    )
+    _set_sqlite_pragmas(
+        engine,
+        "query_only=ON",
+        f"busy_timeout={SQLITE_READ_BUSY_TIMEOUT_MS}",
+        f"mmap_size={SQLITE_MMAP_BYTES}",
+    )
+    return engine
+
+
 class Database:
-    """The process's engine and its two kinds of transaction."""
+    """The process's engines: write transactions and reads."""
 
     def __init__(
         self, database_url: str, *, command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S
@@ -109,21 +189,42 @@ class Database:
         self.url = database_url
         self.engine = create_engine(database_url, command_timeout_s=command_timeout_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
-        self._writer = (
-            self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
-            if self.is_sqlite
-            else self.engine
-        )
+        self._inline_reads: Engine | None = None
+        self._write_turn: asyncio.Lock | None = None
+        if self.is_sqlite:
+            self._inline_reads = create_inline_reader_engine(self.engine.url)
+            self._write_turn = asyncio.Lock()
+            self._writer = self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
+            self._reader = self.engine  # unused: reads go inline
+        else:
+            self._reader = create_engine(
+                database_url, command_timeout_s=command_timeout_s, autocommit=True
+            )
+            self._writer = self.engine
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.begin() as connection:
+    async def read(self) -> AsyncIterator[Reader]:
+        """A connection for reading; nothing it runs is in a transaction."""
+        if self._inline_reads is not None:
+            with self._inline_reads.connect() as connection:
+                yield InlineReader(connection)
+            return
+        async with self._reader.connect() as connection:
             yield connection
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._writer.begin() as connection:
+        """A transaction that commits when the block ends and rolls back on any error."""
+        if self._write_turn is None:
+            async with self._writer.begin() as connection:
+                yield connection
+            return
+        async with self._write_turn, self._writer.begin() as connection:
             yield connection
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self._reader is not self.engine:
+            await self._reader.dispose()
+        if self._inline_reads is not None:
+            self._inline_reads.dispose()

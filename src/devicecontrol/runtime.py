@@ -1,4 +1,5 @@
-"""What every service call needs: settings, the database and the password-hashing limiter.
+"""What every service call needs: settings, the database, the password-hashing limiter and
+the access-token cache.
 
 The HTTP app and the CLI each build one ``Runtime`` and hand it to the same services. It is
 a plain class on purpose: Litestar then injects it as it is, without validating its fields.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import anyio
 
+from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
 
@@ -20,6 +22,7 @@ class Runtime:
         self.settings = settings
         self.database = database
         self.hashing_limiter = anyio.CapacityLimiter(PASSWORD_HASHING_CONCURRENCY)
+        self.token_cache = TokenCache(settings.token_cache_ms)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:

@@ -145,3 +145,16 @@ def test_purge_interval_defaults_to_an_hour_and_is_read_from_its_variable():
 def test_purge_interval_must_be_a_positive_integer(raw):
     with pytest.raises(SettingsError, match="DEVICECONTROL_PURGE_INTERVAL"):
         load_settings({"DEVICECONTROL_PURGE_INTERVAL": raw})
+
+
+def test_token_cache_defaults_to_half_a_second_and_may_be_turned_off():
+    assert load_settings({}).token_cache_ms == 500
+    assert load_settings({"DEVICECONTROL_TOKEN_CACHE_MS": " "}).token_cache_ms == 500
+    assert load_settings({"DEVICECONTROL_TOKEN_CACHE_MS": "0"}).token_cache_ms == 0
+    assert load_settings({"DEVICECONTROL_TOKEN_CACHE_MS": "1000"}).token_cache_ms == 1000
+
+
+@pytest.mark.parametrize("raw", ["-1", "1001", "abc", "0.5", "500ms"])
+def test_token_cache_must_stay_within_a_second(raw):
+    with pytest.raises(SettingsError, match="DEVICECONTROL_TOKEN_CACHE_MS"):
+        load_settings({"DEVICECONTROL_TOKEN_CACHE_MS": raw})

@@ -40,7 +40,7 @@ async def test_db_upgrade_creates_the_schema_in_an_empty_database(database_url, 
         await connection.execute(text("DROP TABLE alembic_version"))
     result = await cli("db", "upgrade", database_url=database_url)
     assert_succeeded(result)
-    async with runtime.database.read() as connection:
+    async with runtime.database.write() as connection:
         names = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
     assert names >= SCHEMA_TABLES
 

@@ -2,14 +2,18 @@
 
 Each test starts two real servers (A and B, separate working directories) on the same
 database, provisioned with the command line (which also acts while they serve). Whatever one
-process writes (a token, a revocation, a throttled failure, an owner) the other must see on its
-very next request: the database is the only state they share. On PostgreSQL (the issue's
-deployment) and on SQLite (two processes on one file, also supported).
+process writes (a token, a throttled failure, an owner) the other must see on its very next
+request: the database is the only state they share. The one exception is a revoked access
+token, which each process may keep serving from its token cache for at most
+DEVICECONTROL_TOKEN_CACHE_MS (500 ms): the tests poll for its end and hold it to one second.
+On PostgreSQL (the issue's deployment) and on SQLite (two processes on one file, also
+supported).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -158,6 +162,30 @@ def assert_invalid_token(http: httpx.Client, access_token: str) -> None:
         assert response.headers["www-authenticate"] == INVALID_TOKEN
 
 
+# issue 4: a cache may serve a revoked token or a reassigned controller for up to a second
+STALENESS_BOUND_S = 1.0
+POLL_S = 0.01
+
+
+def seconds_until_refused(http: httpx.Client, access_token: str) -> float:
+    """Call until the token is refused, asserting it never outlives the bound; the wait."""
+    started = time.monotonic()
+    while True:
+        response = me(http, access_token)
+        waited = time.monotonic() - started
+        if response.status_code == 401:
+            assert response.headers["www-authenticate"] == INVALID_TOKEN
+            return waited
+        assert response.status_code == 200, response.text
+        assert waited <= STALENESS_BOUND_S, f"a revoked token still worked after {waited:.2f} s"
+        time.sleep(POLL_S)
+
+
+def assert_refused_within_the_bound(http: httpx.Client, access_token: str) -> None:
+    seconds_until_refused(http, access_token)
+    assert_invalid_token(http, access_token)  # and it stays refused, on every path
+
+
 def assert_invalid_grant(response: httpx.Response) -> None:
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "invalid_grant"
@@ -231,7 +259,9 @@ def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path
 # --- 2. revocation -----------------------------------------------------------------------
 
 
-def test_a_revocation_on_one_process_holds_on_the_other_at_once(database_url, tmp_path):
+def test_a_revocation_holds_at_once_where_made_and_within_a_second_elsewhere(
+    database_url, tmp_path
+):
     create_client(database_url)
     create_users(database_url, "ana@example.com")
     with two_servers(database_url, tmp_path) as pair:
@@ -240,10 +270,10 @@ def test_a_revocation_on_one_process_holds_on_the_other_at_once(database_url, tm
         for http in pair.both:
             assert_works(http, first["access_token"], "ana@example.com")
 
-        # an access token revoked on A is dead on B on the very next request
+        # an access token revoked on A is dead on A at once, and on B within the bound
         revoke(pair.a, first["access_token"])
-        assert_invalid_token(pair.b, first["access_token"])
         assert_invalid_token(pair.a, first["access_token"])
+        assert_refused_within_the_bound(pair.b, first["access_token"])
         # its refresh token was not revoked: renewing on B still works
         renewed = renew(pair.b, first["refresh_token"])
         assert renewed.status_code == 200, renewed.text
@@ -254,8 +284,9 @@ def test_a_revocation_on_one_process_holds_on_the_other_at_once(database_url, tm
         revoke(pair.b, first["refresh_token"])
         assert_invalid_grant(renew(pair.a, first["refresh_token"]))
         assert_invalid_grant(renew(pair.b, first["refresh_token"]))
+        assert_invalid_token(pair.b, renewed_access)
         for http in pair.both:
-            assert_invalid_token(http, renewed_access)
+            assert_refused_within_the_bound(http, renewed_access)
             assert_invalid_token(http, first["access_token"])
             # the other login's tokens are untouched
             assert_works(http, second["access_token"], "ana@example.com")
@@ -277,8 +308,8 @@ def test_set_password_and_disable_end_the_users_tokens_on_both_processes(databas
         ok(run_cli("users", "set-password", "ana@example.com", "--password", NEW_PASSWORD,
                    database_url=database_url))  # fmt: skip
         for http in pair.both:
-            assert_invalid_token(http, ana_a["access_token"])
-            assert_invalid_token(http, ana_b["access_token"])
+            assert_refused_within_the_bound(http, ana_a["access_token"])
+            assert_refused_within_the_bound(http, ana_b["access_token"])
             assert_invalid_grant(renew(http, ana_a["refresh_token"]))
             assert_invalid_grant(renew(http, ana_b["refresh_token"]))
             assert_works(http, bob["access_token"], "bob@example.com")
@@ -288,7 +319,7 @@ def test_set_password_and_disable_end_the_users_tokens_on_both_processes(databas
 
         ok(run_cli("users", "disable", "ana@example.com", database_url=database_url))
         for http in pair.both:
-            assert_invalid_token(http, ana_new["access_token"])
+            assert_refused_within_the_bound(http, ana_new["access_token"])
             assert_invalid_grant(renew(http, ana_new["refresh_token"]))
             assert_invalid_grant(log_in(http, "ana@example.com", NEW_PASSWORD))
             assert_works(http, bob["access_token"], "bob@example.com")
@@ -510,3 +541,41 @@ def test_reassign_racing_release_across_the_processes_ends_consistent(database_u
                 raise AssertionError(f"{statuses}: {reassigned.text} {released.text}")
             outcomes.add(statuses)
         assert outcomes  # which order wins is up to the race; both are consistent
+
+
+# --- 6. what may be cached, and for how long ---------------------------------------------
+
+
+def test_without_the_token_cache_a_revocation_holds_everywhere_on_the_next_request(
+    database_url, tmp_path
+):
+    create_client(database_url)
+    create_users(database_url, "ana@example.com")
+    with two_servers(database_url, tmp_path, env={"DEVICECONTROL_TOKEN_CACHE_MS": "0"}) as pair:
+        auth = tokens_of(pair.a, "ana@example.com")
+        for http in pair.both:
+            assert_works(http, auth["access_token"], "ana@example.com")
+        revoke(pair.a, auth["access_token"])
+        for http in pair.both:
+            assert_invalid_token(http, auth["access_token"])
+
+
+def test_a_reassigned_controller_is_gone_from_the_old_owner_at_once_on_both(database_url, tmp_path):
+    """Controllers are never cached: the hand-over shows on the very next read anywhere."""
+    create_client(database_url)
+    create_users(database_url, "ana@example.com", "bob@example.com")
+    add_controller(database_url, "TP-CACHE", "--owner", "ana@example.com")
+    with two_servers(database_url, tmp_path) as pair:
+        ana = bearer(tokens_of(pair.a, "ana@example.com")["access_token"])
+        bob = bearer(tokens_of(pair.b, "bob@example.com")["access_token"])
+        for http in pair.both:  # read (and so warm anything cacheable) on both first
+            assert http.get("/v1/controllers/TP-CACHE", headers=ana).status_code == 200
+            assert http.get("/v1/controllers", headers=ana).json()["total"] == 1
+        handed_over = pair.a.patch(
+            "/v1/controllers/TP-CACHE/reassign", headers=ana, json={"owner": "bob@example.com"}
+        )
+        assert handed_over.status_code == 200, handed_over.text
+        for http in (pair.b, pair.a):
+            assert http.get("/v1/controllers/TP-CACHE", headers=ana).status_code == 404
+            assert http.get("/v1/controllers", headers=ana).json()["total"] == 0
+            assert http.get("/v1/controllers/TP-CACHE", headers=bob).status_code == 200

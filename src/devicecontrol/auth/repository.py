@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.db import Reader
 from devicecontrol.tables import access_tokens, clients, refresh_tokens, users
 
 
-async def find_client(connection: AsyncConnection, client_id: str) -> Row | None:
+async def find_client(connection: Reader, client_id: str) -> Row | None:
     query = select(clients.c.id, clients.c.secret_digest).where(clients.c.client_id == client_id)
     return (await connection.execute(query)).first()
 
@@ -90,21 +91,26 @@ async def find_live_refresh_token(
     return (await connection.execute(query)).first()
 
 
-async def find_access_token_user(
-    connection: AsyncConnection, token_digest: str, now: datetime
-) -> int | None:
-    """The user id behind a live access token of an active user: the check on every call."""
-    query = (
-        select(access_tokens.c.user_id)
-        .join(users, users.c.id == access_tokens.c.user_id)
-        .where(
-            access_tokens.c.digest == token_digest,
-            access_tokens.c.revoked_at.is_(None),
-            access_tokens.c.expires_at > now,
-            users.c.disabled_at.is_(None),
-        )
+# built once: the token check runs on every call, and a prebuilt statement skips building
+# the query and its cache key each time
+_LIVE_ACCESS_TOKEN = (
+    select(access_tokens.c.user_id, access_tokens.c.expires_at)
+    .join(users, users.c.id == access_tokens.c.user_id)
+    .where(
+        access_tokens.c.digest == bindparam("token_digest"),
+        access_tokens.c.revoked_at.is_(None),
+        access_tokens.c.expires_at > bindparam("now"),
+        users.c.disabled_at.is_(None),
     )
-    return (await connection.execute(query)).scalar_one_or_none()
+)
+
+
+async def find_live_access_token(
+    connection: Reader, token_digest: str, now: datetime
+) -> Row | None:
+    """User id and expiry of a live access token of an active user: the check on every call."""
+    parameters = {"token_digest": token_digest, "now": now}
+    return (await connection.execute(_LIVE_ACCESS_TOKEN, parameters)).first()
 
 
 async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: datetime) -> None:

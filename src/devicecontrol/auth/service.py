@@ -148,6 +148,7 @@ async def revoke(runtime: Runtime, credentials: ClientCredentials, *, token: str
     async with runtime.database.write() as connection:
         if not await repository.revoke_access_token(connection, token_digest, client_pk, now):
             await repository.revoke_refresh_token(connection, token_digest, client_pk, now)
+    runtime.token_cache.forget_all()
 
 
 async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Caller:
@@ -158,10 +159,14 @@ async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Ca
     credential = credential.strip()
     user_id = None
     if len(credential) == 2 * tokens.TOKEN_BYTES:
-        async with runtime.database.read() as connection:
-            user_id = await repository.find_access_token_user(
-                connection, tokens.digest(credential), utcnow()
-            )
+        token_digest = tokens.digest(credential)
+        user_id = runtime.token_cache.user_of(token_digest)
+        if user_id is None:
+            async with runtime.database.read() as connection:
+                live = await repository.find_live_access_token(connection, token_digest, utcnow())
+            if live is not None:
+                user_id = live.user_id
+                runtime.token_cache.remember(token_digest, live.user_id, live.expires_at)
     if user_id is None:
         raise Unauthenticated(
             "The access token is unknown, expired or revoked.", invalid_token=True

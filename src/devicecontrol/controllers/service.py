@@ -20,6 +20,9 @@ from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
 from devicecontrol.users.repository import find_active_user_id
 
+# OFFSET is a signed 64-bit integer on both databases
+LARGEST_SQL_OFFSET = 2**63 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class ControllerQuery:
@@ -66,18 +69,17 @@ def build_query(
 async def list_controllers(runtime: Runtime, user_id: int, query: ControllerQuery) -> Page:
     """One page of the caller's controllers in registration order; past the end is empty."""
     paging = query.paging
+    filters = {"type_": query.type, "mac": query.mac}
     async with runtime.database.read() as connection:
-        total = await repository.count_owned(connection, user_id, type_=query.type, mac=query.mac)
         rows = []
-        if paging.offset < total:  # also keeps huge page numbers away from the database
+        if paging.offset <= LARGEST_SQL_OFFSET:  # keeps huge page numbers from the database
             rows = await repository.list_owned(
-                connection,
-                user_id,
-                type_=query.type,
-                mac=query.mac,
-                limit=paging.page_size,
-                offset=paging.offset,
+                connection, user_id, **filters, limit=paging.page_size, offset=paging.offset
             )
+        # an empty page (no controllers, or past the end) still reports the total
+        total = (
+            rows[0].total if rows else await repository.count_owned(connection, user_id, **filters)
+        )
     return Page(rows=rows, total=total, page_count=paging.page_count(total))
 
 

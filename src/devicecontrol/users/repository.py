@@ -4,35 +4,38 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.db import Reader
 from devicecontrol.geo import Place
 from devicecontrol.tables import countries, users
 
-
-async def find_profile(connection: AsyncConnection, user_id: int) -> Row | None:
-    query = (
-        select(
-            users.c.id.label("user_id"),
-            users.c.username,
-            users.c.firstname,
-            users.c.lastname,
-            users.c.phone,
-            users.c.country_id,
-            users.c.created_at,
-            countries.c.geoname_id,
-            countries.c.continent_code,
-            countries.c.continent_name,
-            countries.c.country_code,
-            countries.c.country_name,
-            countries.c.city_name,
-            countries.c.time_zone,
-        )
-        .outerjoin(countries, countries.c.id == users.c.country_id)
-        .where(users.c.id == user_id)
+# built once: read on every users/me call
+_PROFILE = (
+    select(
+        users.c.id.label("user_id"),
+        users.c.username,
+        users.c.firstname,
+        users.c.lastname,
+        users.c.phone,
+        users.c.country_id,
+        users.c.created_at,
+        countries.c.geoname_id,
+        countries.c.continent_code,
+        countries.c.continent_name,
+        countries.c.country_code,
+        countries.c.country_name,
+        countries.c.city_name,
+        countries.c.time_zone,
     )
-    return (await connection.execute(query)).first()
+    .outerjoin(countries, countries.c.id == users.c.country_id)
+    .where(users.c.id == bindparam("user_id"))
+)
+
+
+async def find_profile(connection: Reader, user_id: int) -> Row | None:
+    return (await connection.execute(_PROFILE, {"user_id": user_id})).first()
 
 
 async def find_or_create_country(connection: AsyncConnection, place: Place) -> int:

@@ -134,6 +134,7 @@ async def set_password(runtime: Runtime, email: str, *, password: str) -> None:
             raise NotFound(f"no user named {email}")
         await repository.set_password_hash(connection, user.id, password_hash)
         await revoke_tokens_of_user(connection, user.id, utcnow())
+    runtime.token_cache.forget_all()
 
 
 async def disable_user(runtime: Runtime, email: str) -> None:
@@ -145,3 +146,4 @@ async def disable_user(runtime: Runtime, email: str) -> None:
         now = utcnow()
         await repository.disable(connection, user.id, now)
         await revoke_tokens_of_user(connection, user.id, now)
+    runtime.token_cache.forget_all()
