@@ -14,6 +14,9 @@ HEAVY_USERS = 10
 HEAVY_OWNED = 100  # enough for a full list page of 100
 CONTROLLERS_PER_USER = 10  # the rest of the fleet: 100k -> 10k users, 1M -> 100k users
 TOKEN_HOLDERS = 1000  # users given an access and a refresh token (at most this many)
+# access tokens in rotation at every fleet size: with fewer holders (100 users at 1k) each
+# holds several, so that the token cache sees the same spread of tokens at every size
+ACCESS_TOKENS = 1000
 SERIAL_FORMAT = "BENCH-{:07d}"
 
 
@@ -28,6 +31,10 @@ class Fleet:
     @property
     def token_holders(self) -> int:
         return min(self.users, TOKEN_HOLDERS)
+
+    @property
+    def tokens_per_holder(self) -> int:
+        return -(-ACCESS_TOKENS // self.token_holders)
 
     def owner(self, index: int) -> int | None:
         """The 1-based user id owning controller ``index`` (0-based), or None if unowned."""

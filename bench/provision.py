@@ -40,7 +40,7 @@ class Provisioned:
     """What the scenarios need to address the fleet, and how long filling it took."""
 
     fleet: Fleet
-    access_tokens: dict[int, str] = field(default_factory=dict)
+    access_tokens: dict[int, list[str]] = field(default_factory=dict)  # several per holder
     refresh_tokens: dict[int, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -145,7 +145,10 @@ async def _fill(database: Database, result: Provisioned) -> None:
     )
     holders = range(1, fleet.token_holders + 1)
     result.refresh_tokens = {user_id: tokens.new_token() for user_id in holders}
-    result.access_tokens = {user_id: tokens.new_token() for user_id in holders}
+    result.access_tokens = {
+        user_id: [tokens.new_token() for _ in range(fleet.tokens_per_holder)] for user_id in holders
+    }
+    issued = [(user_id, token) for user_id, held in result.access_tokens.items() for token in held]
     await _insert_all(
         database,
         refresh_tokens,
@@ -167,7 +170,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
         access_tokens,
         (
             {
-                "id": user_id,
+                "id": number,
                 "digest": tokens.digest(token),
                 "user_id": user_id,
                 "client_pk": 1,
@@ -176,7 +179,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
                 "expires_at": now + TOKEN_TTL,
                 "revoked_at": None,
             }
-            for user_id, token in result.access_tokens.items()
+            for number, (user_id, token) in enumerate(issued, start=1)
         ),
     )
 

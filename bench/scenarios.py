@@ -55,7 +55,11 @@ def reads(fixture: Provisioned, rng: random.Random) -> list[Request]:
     ]
     picks = [rng.choice(owned) for _ in range(REQUESTS_PER_SCENARIO)]
     return [
-        Request("GET", f"/v1/controllers/{serial_number(index)}", _bearer(fixture.access_tokens[u]))
+        Request(
+            "GET",
+            f"/v1/controllers/{serial_number(index)}",
+            _bearer(rng.choice(fixture.access_tokens[u])),
+        )
         for u, index in picks
     ]
 
@@ -67,7 +71,7 @@ def list_pages(fixture: Provisioned, rng: random.Random, page_size: int) -> list
     for _ in range(REQUESTS_PER_SCENARIO):
         user_id, page = rng.randint(1, HEAVY_USERS), rng.randint(1, pages)
         path = f"/v1/controllers?page={page}&page_size={page_size}"
-        requests.append(Request("GET", path, _bearer(fixture.access_tokens[user_id])))
+        requests.append(Request("GET", path, _bearer(rng.choice(fixture.access_tokens[user_id]))))
     return requests
 
 
@@ -77,7 +81,10 @@ def profiles(fixture: Provisioned, rng: random.Random) -> list[Request]:
         Request(
             "GET",
             "/v1/users/me",
-            _bearer(fixture.access_tokens[rng.choice(holders)], **{"Accept-Response": "Advanced"}),
+            _bearer(
+                rng.choice(fixture.access_tokens[rng.choice(holders)]),
+                **{"Accept-Response": "Advanced"},
+            ),
         )
         for _ in range(REQUESTS_PER_SCENARIO)
     ]
