@@ -7,14 +7,19 @@ a plain class on purpose: Litestar then injects it as it is, without validating 
 
 from __future__ import annotations
 
+import os
+
 import anyio
 
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
 
-# argon2 is CPU-bound; never let more hashes run at once than there are cores to spare
-PASSWORD_HASHING_CONCURRENCY = 2
+# argon2 is CPU-bound (about 0.1 s a hash): at most half the cores hash at once per
+# process, so that a login storm cannot take the cores the other requests need. On the
+# 2-core bench machine that is one: read p99 during a storm rose x1.7-2.4 instead of
+# x2.5-3.5 with two, at the same logins per second (docs/PERFORMANCE.md)
+PASSWORD_HASHING_CONCURRENCY = max(1, (os.cpu_count() or 2) // 2)
 
 
 class Runtime:
