@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litestar.connection import ASGIConnection
+from litestar.types import Scope
 
 from devicecontrol.config import IPNetwork
 
@@ -32,7 +33,21 @@ def client_address(
     peer = connection.client.host if connection.client else UNKNOWN
     if not trusted or not _is_trusted(peer, trusted):
         return peer
-    forwarded = ",".join(connection.headers.getall("x-forwarded-for", []))
+    return _forwarded_for(peer, connection.headers.getall("x-forwarded-for", []), trusted)
+
+
+def scope_client_address(scope: Scope, trusted: Sequence[IPNetwork]) -> str:
+    """``client_address`` from a raw ASGI scope, for the request log (no connection object)."""
+    client = scope.get("client")
+    peer = client[0] if client else UNKNOWN
+    if not trusted or not _is_trusted(peer, trusted):
+        return peer
+    headers = [v.decode("latin-1") for k, v in scope["headers"] if k == b"x-forwarded-for"]
+    return _forwarded_for(peer, headers, trusted)
+
+
+def _forwarded_for(peer: str, headers: Sequence[str], trusted: Sequence[IPNetwork]) -> str:
+    forwarded = ",".join(headers)
     hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
     address = peer
     for hop in reversed(hops):

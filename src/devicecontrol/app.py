@@ -22,6 +22,9 @@ from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
 from devicecontrol.housekeeping import purge_periodically
+from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
+from devicecontrol.observability.metrics import pool_sampling
+from devicecontrol.observability.request_log import RequestObserver
 from devicecontrol.openapi import SECURITY_SCHEMES, ServedDocumentPlugin, openapi_json
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.routes import UsersController
@@ -78,6 +81,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         return runtime
 
     @contextlib.asynccontextmanager
+    async def sampled_pools(_: Litestar) -> AsyncIterator[None]:
+        async with pool_sampling(runtime.database):
+            yield
+
+    @contextlib.asynccontextmanager
     async def scheduled_purge(_: Litestar) -> AsyncIterator[None]:
         task = asyncio.create_task(purge_periodically(runtime.database, runtime.settings))
         try:
@@ -93,6 +101,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             # the unprefixed paths existing clients call; documented once, under /v1
             Router(path="/", route_handlers=API_CONTROLLERS, include_in_schema=False),
             openapi_json,
+            *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
         ],
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},
         middleware=[DefineMiddleware(BearerTokenMiddleware)],
@@ -101,14 +110,21 @@ def create_app(settings: Settings | None = None) -> Litestar:
         compression_config=CompressionConfig(backend="gzip", minimum_size=GZIP_MINIMUM_BYTES),
         request_max_body_size=MAX_BODY_BYTES,
         openapi_config=openapi_config(),
-        lifespan=[scheduled_purge],
+        lifespan=[scheduled_purge, sampled_pools],
         on_shutdown=[runtime.close],
+        # logging is set up by `serve` (observability/logs.py), not by each app
+        logging_config=None,
         debug=False,
     )
     app.state.runtime = runtime
+    # outside routing and error handling, so that every answer, 404s included, is observed
+    app.asgi_handler = RequestObserver(app.asgi_handler, runtime.settings.trusted_proxies)
     return app
 
 
 def create_app_from_environment() -> Litestar:
     """The uvicorn factory used by ``devicecontrol serve`` (settings from the environment)."""
+    logging.captureWarnings(True)  # Python's warnings, too, become lines in the log format
+    # no format writes a record's thread or process: skip looking them up for every line
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     return create_app(load_settings())

@@ -11,6 +11,9 @@ from dataclasses import dataclass, replace
 MAX_TOKEN_CACHE_MS = 1000
 DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 ENV_PREFIX = "DEVICECONTROL_"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+# json: one JSON object per line, for log collectors; text: key=value lines, for people
+LOG_FORMATS = ("json", "text")
 
 
 class SettingsError(ValueError):
@@ -36,6 +39,7 @@ class Settings:
     default_page_size: int = 100
     max_page_size: int = 500
     log_level: str = "info"
+    log_format: str = "json"
     throttle_login_per_username: ThrottleRule = ThrottleRule(5, 900)
     throttle_login_per_address: ThrottleRule = ThrottleRule(20, 60)
     throttle_claim_per_controller: ThrottleRule = ThrottleRule(5, 900)
@@ -108,8 +112,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     defaults = Settings()
     log_level = env.get(ENV_PREFIX + "LOG_LEVEL", "info").strip().lower() or "info"
-    if log_level not in {"critical", "error", "warning", "info", "debug"}:
+    if log_level not in LOG_LEVELS:
         raise SettingsError(f"{ENV_PREFIX}LOG_LEVEL must be a log level name, got {log_level!r}")
+    log_format = env.get(ENV_PREFIX + "LOG_FORMAT", "json").strip().lower() or "json"
+    if log_format not in LOG_FORMATS:
+        raise SettingsError(f"{ENV_PREFIX}LOG_FORMAT must be json or text, got {log_format!r}")
     settings = Settings(
         database_url=env.get(ENV_PREFIX + "DATABASE_URL", "").strip() or DEFAULT_DATABASE_URL,
         access_token_ttl=_positive_int(env, "ACCESS_TOKEN_TTL", defaults.access_token_ttl),
@@ -117,6 +124,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         default_page_size=_positive_int(env, "DEFAULT_PAGE_SIZE", defaults.default_page_size),
         max_page_size=_positive_int(env, "MAX_PAGE_SIZE", defaults.max_page_size),
         log_level=log_level,
+        log_format=log_format,
         throttle_login_per_username=_throttle_rule(
             env, "THROTTLE_LOGIN_PER_USERNAME", defaults.throttle_login_per_username
         ),

@@ -30,6 +30,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, Result, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.sql.base import Executable
 
 from devicecontrol.config import SettingsError
@@ -180,6 +181,12 @@ def create_inline_reader_engine(url: URL) -> Engine:
     return engine
 
 
+def _usage(pool: Pool) -> tuple[int, int]:
+    if isinstance(pool, QueuePool):
+        return pool.checkedout(), pool.size()
+    return 0, 0
+
+
 class Database:
     """The process's engines: write transactions and reads."""
 
@@ -221,6 +228,11 @@ class Database:
             return
         async with self._write_turn, self._writer.begin() as connection:
             yield connection
+
+    def pool_usage(self) -> dict[str, tuple[int, int]]:
+        """(checked out, pool size) of the read and the write pool, for /metrics."""
+        read_pool = (self._inline_reads or self._reader).pool
+        return {"read": _usage(read_pool), "write": _usage(self.engine.pool)}
 
     async def dispose(self) -> None:
         await self.engine.dispose()

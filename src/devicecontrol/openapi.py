@@ -6,8 +6,9 @@ and their msgspec return types. The handlers declare the rest with the helpers h
 - ``problems(...)`` (``responses=``): the problem+json errors an endpoint can answer;
 - ``ApiOperation`` / ``TokenOperation`` and ``with_body(...)`` (``operation_class=``): the
   headers those errors carry (``WWW-Authenticate``, ``Retry-After``, the token endpoints'
-  no-store pair) and, for handlers that read their body themselves (``bodies.py``), the
-  request body, generated from a msgspec Struct that documents what the handler checks;
+  no-store pair; ``X-Request-ID`` on every response) and, for handlers that read their
+  body themselves (``bodies.py``), the request body, generated from a msgspec Struct that
+  documents what the handler checks;
 - ``BEARER`` / ``CLIENT_CREDENTIALS`` (``security=``) and ``SECURITY_SCHEMES``.
 
 ``served_document`` is what ``GET /openapi.json`` and ``GET /docs/openapi.json`` answer:
@@ -40,6 +41,7 @@ from litestar.openapi.spec import (
 
 from devicecontrol.bodies import FORM, JSON, MAX_FIELD_LENGTH
 from devicecontrol.errors import PROBLEM_MEDIA_TYPE, REALM, FieldError
+from devicecontrol.observability.request_log import REQUEST_ID_PATTERN
 
 OPENAPI_JSON = DocumentMediaType.OPENAPI_JSON.value
 BASIC_CHALLENGE = 'Basic realm="devicecontrol"'
@@ -146,6 +148,11 @@ def _header(description: str, schema: Schema) -> OpenAPIHeader:
 _RETRY_AFTER = _header(
     "Seconds until a new attempt can succeed.", Schema(type=OpenAPIType.INTEGER, minimum=1)
 )
+_REQUEST_ID = _header(
+    "The request's id, on every log line about it: the client's `X-Request-ID` when it "
+    "matches this pattern, else a new one.",
+    Schema(type=OpenAPIType.STRING, pattern=REQUEST_ID_PATTERN),
+)
 _NO_STORE = {
     "Cache-Control": _header(
         "Token responses are never stored.", Schema(type=OpenAPIType.STRING, const="no-store")
@@ -212,6 +219,7 @@ class ApiOperation(Operation):
 
     def _add_headers(self, status: int, response: OpenAPIResponse) -> None:
         headers = dict(response.headers or {})
+        headers["X-Request-ID"] = _REQUEST_ID  # every answer (observability/request_log.py)
         if status == 401:
             headers["WWW-Authenticate"] = _header("The authentication challenge.", self.challenge)
         if status in (429, 503):

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import ThrottleRule
 from devicecontrol.errors import TooManyRequests
+from devicecontrol.observability.metrics import THROTTLED
 from devicecontrol.tables import throttle_failures
 
 LOGIN_USERNAME = "login_username"
@@ -83,6 +84,7 @@ async def ensure_allowed(
     for subject, rule in checks:
         wait = max(wait, await _seconds_until_allowed(connection, subject, rule, now))
     if wait:
+        THROTTLED.labels(what).inc()
         raise TooManyRequests(f"Too many failed {what}; try again later.", retry_after_s=wait)
 
 

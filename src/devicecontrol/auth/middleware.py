@@ -1,8 +1,9 @@
 """Every route needs a bearer token unless its handler opts out with ``exclude_from_auth``.
 
 The opt-outs (``opt={"exclude_from_auth": True}`` on a handler, controller or router): the
-token endpoints (AuthController), ``GET /openapi.json`` (openapi.py) and the ``/docs``
-router (app.py). There are no path patterns: an opt-out is visible where the route is.
+token endpoints (AuthController), ``GET /openapi.json`` (openapi.py), the ``/docs``
+router (app.py) and ``GET /healthz``, ``/readyz``, ``/metrics`` (observability/endpoints.py).
+There are no path patterns: an opt-out is visible where the route is.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from devicecontrol.auth.passwords import (
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import utcnow
 from devicecontrol.errors import OAuthError, Unauthenticated
+from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.identity import username_key
@@ -33,9 +34,13 @@ class IssuedTokens:
     refresh_token: str | None = None
 
 
-async def _authenticate_client(runtime: Runtime, credentials: ClientCredentials) -> int:
+async def _authenticate_client(
+    runtime: Runtime, credentials: ClientCredentials, event: AuditEvent
+) -> int:
     async with runtime.database.read() as connection:
         client = await repository.find_client(connection, credentials.client_id)
+    if client is not None:  # a client id that matched a record: safe to audit
+        event.fields["client_id"] = credentials.client_id
     if not tokens.matches_digest(
         credentials.client_secret, client.secret_digest if client else None
     ):
@@ -55,8 +60,29 @@ async def login(
     """Resource-owner password grant: a new refresh token and access token for the user.
 
     Failures are throttled per username and per client address before any password check.
+    Audited, whatever the outcome.
     """
-    client_pk = await _authenticate_client(runtime, credentials)
+    with AuditEvent("login", user_id=None, client_id=None, client_address=client_address) as event:
+        return await _login(
+            runtime,
+            credentials,
+            event,
+            username=username,
+            password=password,
+            client_address=client_address,
+        )
+
+
+async def _login(
+    runtime: Runtime,
+    credentials: ClientCredentials,
+    event: AuditEvent,
+    *,
+    username: str,
+    password: str,
+    client_address: str,
+) -> IssuedTokens:
+    client_pk = await _authenticate_client(runtime, credentials, event)
     settings = runtime.settings
     by_username = (throttling.LOGIN_USERNAME, username_key(username))
     by_address = (throttling.LOGIN_ADDRESS, client_address)
@@ -74,6 +100,8 @@ async def login(
         # check that let it through: concurrent guesses cannot all slip past the limit
         attempt = await throttling.record_failures(connection, [by_username, by_address], utcnow())
         user = await repository.find_login_user(connection, by_username[1])
+    if user is not None:
+        event.fields["user_id"] = user.id
     # an unknown user is verified against a dummy hash: same answer, about the same time
     valid = await verify_password_off_loop(
         user.password_hash if user else None, password, limiter=runtime.hashing_limiter
@@ -115,7 +143,14 @@ async def renew(
     runtime: Runtime, credentials: ClientCredentials, *, refresh_token: str
 ) -> IssuedTokens:
     """A new access token from a live refresh token of the same client; no rotation."""
-    client_pk = await _authenticate_client(runtime, credentials)
+    with AuditEvent("renew", user_id=None, client_id=None) as event:
+        return await _renew(runtime, credentials, event, refresh_token=refresh_token)
+
+
+async def _renew(
+    runtime: Runtime, credentials: ClientCredentials, event: AuditEvent, *, refresh_token: str
+) -> IssuedTokens:
+    client_pk = await _authenticate_client(runtime, credentials, event)
     settings = runtime.settings
     access_token, now = tokens.new_token(), utcnow()
     async with runtime.database.write() as connection:
@@ -124,6 +159,7 @@ async def renew(
         )
         if grant is None or grant.client_pk != client_pk:
             raise OAuthError("invalid_grant", "The refresh token is invalid, expired or revoked.")
+        event.fields["user_id"] = grant.user_id
         await repository.insert_access_token(
             connection,
             token_digest=tokens.digest(access_token),
@@ -143,12 +179,13 @@ async def revoke(runtime: Runtime, credentials: ClientCredentials, *, token: str
     silent success, so the endpoint tells nobody whether a token exists. Both kinds are
     looked for whatever ``token_type_hint`` says: a digest lookup is cheap.
     """
-    client_pk = await _authenticate_client(runtime, credentials)
-    token_digest, now = tokens.digest(token), utcnow()
-    async with runtime.database.write() as connection:
-        if not await repository.revoke_access_token(connection, token_digest, client_pk, now):
-            await repository.revoke_refresh_token(connection, token_digest, client_pk, now)
-    runtime.token_cache.forget_all()
+    with AuditEvent("revoke", client_id=None) as event:
+        client_pk = await _authenticate_client(runtime, credentials, event)
+        token_digest, now = tokens.digest(token), utcnow()
+        async with runtime.database.write() as connection:
+            if not await repository.revoke_access_token(connection, token_digest, client_pk, now):
+                await repository.revoke_refresh_token(connection, token_digest, client_pk, now)
+        runtime.token_cache.forget_all()
 
 
 async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Caller:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from devicecontrol.cli.backup import backup
 from devicecontrol.cli.clients import clients
 from devicecontrol.cli.controllers import controllers
 from devicecontrol.cli.core import main
@@ -13,5 +14,6 @@ from devicecontrol.cli.users import users
 
 for command in (serve, db, clients, users, controllers, tokens, demo):
     main.add_command(command)
+db.add_command(backup)
 
 __all__ = ["main"]

@@ -1,14 +1,22 @@
-"""devicecontrol controllers add | import."""
+"""devicecontrol controllers add | import | export | list."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
 
 from devicecontrol.cli.core import OperatorError, database_option, run_with_database
+from devicecontrol.cli.listing import Column, listing_options, print_listing
+from devicecontrol.cli.progress import file_progress
 from devicecontrol.controllers import provisioning
-from devicecontrol.errors import InvalidField
+from devicecontrol.controllers.csvfile import replaced_atomically, row_writer
+from devicecontrol.controllers.export import ExportReport, export_controllers
+from devicecontrol.controllers.listing import ControllerFilters, list_controllers
+from devicecontrol.errors import DomainError, InvalidField
 from devicecontrol.runtime import Runtime
 
 
@@ -76,12 +84,19 @@ def add(
 @click.option("--skip-invalid", is_flag=True, help="Register the good rows, report the bad ones.")
 @database_option
 def import_(file: Path, skip_invalid: bool, database_url: str | None) -> None:
-    """Register controllers from a CSV file whose header names its columns."""
+    """Register controllers from a CSV file whose header names its columns.
 
-    async def work(runtime: Runtime) -> provisioning.ImportReport:
-        return await provisioning.import_controllers(runtime, file, skip_invalid=skip_invalid)
+    Serials already registered with the same values are skipped, so a rerun is harmless.
+    A progress bar shows on stderr when it is a terminal.
+    """
+    with file_progress("importing", file) as on_lines_read:
 
-    report = run_with_database(database_url, work)
+        async def work(runtime: Runtime) -> provisioning.ImportReport:
+            return await provisioning.import_controllers(
+                runtime, file, skip_invalid=skip_invalid, on_lines_read=on_lines_read
+            )
+
+        report = run_with_database(database_url, work)
     for line in report.problem_lines():
         click.echo(line, err=True)
     if report.problems and not skip_invalid:
@@ -92,4 +107,115 @@ def import_(file: Path, skip_invalid: bool, database_url: str | None) -> None:
     click.echo(
         f"added {report.added}, already registered {report.unchanged}, "
         f"skipped {len(report.problems)} bad row(s)"
+    )
+
+
+class _OutputClosed(Exception):
+    """The reader of stdout went away (``export | head``)."""
+
+
+def _stdout_records() -> Callable[[Iterable[str]], object]:
+    write = row_writer(sys.stdout)
+
+    def write_record(record: Iterable[str]) -> object:
+        try:
+            return write(record)
+        except BrokenPipeError:
+            raise _OutputClosed from None
+
+    return write_record
+
+
+@controllers.command("export")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@database_option
+def export(file: Path | None, database_url: str | None) -> None:
+    """Write every controller as an import CSV, to FILE or else to stdout.
+
+    Claim codes are stored only as digests, so their column is empty; an import reads an
+    empty claim_code as "not stated" and keeps the stored one. FILE appears only once it
+    is complete.
+    """
+    if file is None:
+        try:
+            report = run_with_database(
+                database_url, lambda runtime: export_controllers(runtime, _stdout_records())
+            )
+            sys.stdout.flush()
+        except (_OutputClosed, BrokenPipeError):
+            # nothing more can reach the reader; keep the interpreter's final flush quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise OperatorError("stdout was closed before the export finished") from None
+        click.echo(_export_summary(report, "stdout"), err=True)
+        return
+    try:
+        with replaced_atomically(file) as stream:
+            report = run_with_database(
+                database_url, lambda runtime: export_controllers(runtime, row_writer(stream))
+            )
+    except DomainError as exc:
+        raise OperatorError(exc.detail) from None
+    click.echo(_export_summary(report, str(file)))
+
+
+def _export_summary(report: ExportReport, target: str) -> str:
+    summary = f"exported {report.controllers} controller(s) to {target}"
+    if report.claim_codes_left_out:
+        summary += (
+            f"; {report.claim_codes_left_out} claim code(s) left empty (stored only as digests)"
+        )
+    return summary
+
+
+_CONTROLLER_COLUMNS = (
+    Column("serial_number", "serial"),
+    Column("mac", "MAC"),
+    Column("type", "type"),
+    Column("name", "name"),
+    Column("firmware_version", "firmware"),
+    Column("brand_id", "brand", numeric=True),
+    Column("device_group", "group"),
+    Column("room_id", "room", numeric=True),
+    Column("online", "online"),
+    Column("owner", "owner"),
+    Column("has_claim_code", "claim code"),
+    Column("created_at", "registered (UTC)"),
+)
+
+
+@controllers.command("list")
+@click.option("--owner", metavar="EMAIL", default=None, help="Owned by this account.")
+@click.option("--unowned", is_flag=True, help="Not assigned to anyone.")
+@click.option("--type", "type_", default=None, help="Exactly this type, e.g. smart_plug.")
+@click.option(
+    "--serial-prefix",
+    metavar="PREFIX",
+    default=None,
+    help="Serial number starts so (case-sensitive).",
+)
+@click.option("--online/--offline", default=None, help="Only connected / disconnected ones.")
+@listing_options
+@database_option
+def list_(
+    owner: str | None,
+    unowned: bool,
+    type_: str | None,
+    serial_prefix: str | None,
+    online: bool | None,
+    limit: int,
+    output_format: str,
+    database_url: str | None,
+) -> None:
+    """List controllers, oldest first, narrowed by the filters given."""
+    filters = ControllerFilters(
+        owner=owner, unowned=unowned, type=type_, serial_prefix=serial_prefix, online=online
+    )
+    rows, total = run_with_database(
+        database_url, lambda runtime: list_controllers(runtime, filters, limit=limit)
+    )
+    records = [row._asdict() for row in rows]
+    for record in records:
+        record["has_claim_code"] = bool(record["has_claim_code"])
+    print_listing(
+        "controllers", _CONTROLLER_COLUMNS, records, total=total, output_format=output_format
     )

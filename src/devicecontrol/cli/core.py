@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from devicecontrol.config import SettingsError, load_settings
 from devicecontrol.errors import DomainError
 from devicecontrol.migrate import upgrade_database
+from devicecontrol.observability.logs import configure_cli_logging
 from devicecontrol.runtime import Runtime
 
 T = TypeVar("T")
@@ -60,10 +61,14 @@ def main() -> None:
 
 
 def build_runtime(database_url: str | None) -> Runtime:
+    """The runtime of one command; its audit lines (users set-password, ...) go to stderr."""
     try:
-        return Runtime.from_settings(load_settings().with_database_url(database_url))
+        settings = load_settings().with_database_url(database_url)
+        runtime = Runtime.from_settings(settings)
     except SettingsError as exc:
         raise OperatorError(str(exc)) from None
+    configure_cli_logging(settings.log_level, settings.log_format)
+    return runtime
 
 
 def run_with_database(

@@ -15,6 +15,7 @@ from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
+from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.paging import PageRequest, page_request
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
@@ -112,6 +113,12 @@ def _claim_code_refusal(controller: Row, claim_code: str | None) -> Forbidden | 
     return None
 
 
+def _audited(event: str, user_id: int, serial_number: str) -> AuditEvent:
+    """The audit line of an ownership change (a malformed serial number is not written)."""
+    serial = serial_number if is_serial_number(serial_number) else None
+    return AuditEvent(event, user_id=user_id, serial_number=serial)
+
+
 def _claim_throttles(
     runtime: Runtime, user_id: int, serial_number: str
 ) -> list[tuple[throttling.Subject, ThrottleRule]]:
@@ -129,6 +136,13 @@ async def assign_controller(
 
     Wrong or missing claim codes are counted per controller and per user, and throttled.
     """
+    with _audited("assign", user_id, serial_number):
+        return await _assign(runtime, user_id, serial_number, claim_code=claim_code)
+
+
+async def _assign(
+    runtime: Runtime, user_id: int, serial_number: str, *, claim_code: str | None
+) -> Row:
     if not is_serial_number(serial_number):
         raise NotFound(f"No controller with serial number {serial_number} exists.")
     throttles = _claim_throttles(runtime, user_id, serial_number)
@@ -167,6 +181,13 @@ async def reassign_controller(
     runtime: Runtime, user_id: int, serial_number: str, *, new_owner: str
 ) -> Row:
     """Hand the caller's controller to another active account, closing the current record."""
+    with _audited("reassign", user_id, serial_number) as event:
+        return await _reassign(runtime, user_id, serial_number, event, new_owner=new_owner)
+
+
+async def _reassign(
+    runtime: Runtime, user_id: int, serial_number: str, event: AuditEvent, *, new_owner: str
+) -> Row:
     problem = email_problem(new_owner)
     if problem:
         raise InvalidField("owner", problem)
@@ -180,6 +201,7 @@ async def reassign_controller(
             target_id = await find_active_user_id(connection, username_key(new_owner))
             if target_id is None:
                 raise Unprocessable("owner", f"no active account is named {new_owner}")
+            event.fields["new_owner_id"] = target_id
             if target_id == user_id:
                 return await _current_or_new_record(connection, controller, user_id)
             moved = await repository.transfer_if_owned(
@@ -201,6 +223,11 @@ async def release_controller(runtime: Runtime, user_id: int, serial_number: str)
 
     Its room goes with the owner, as on a reassign; a claim code, if any, still applies.
     """
+    with _audited("release", user_id, serial_number):
+        return await _release(runtime, user_id, serial_number)
+
+
+async def _release(runtime: Runtime, user_id: int, serial_number: str) -> Row:
     if not is_serial_number(serial_number):
         raise _not_yours(serial_number)
     async with runtime.database.write() as connection:

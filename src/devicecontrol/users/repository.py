@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row, bindparam, insert, select, update
+from sqlalchemy import Row, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.db import Reader
 from devicecontrol.geo import Place
-from devicecontrol.tables import countries, users
+from devicecontrol.tables import controllers, countries, users
 
 # built once: read on every users/me call
 _PROFILE = (
@@ -113,3 +113,47 @@ async def disable(connection: AsyncConnection, user_id: int, now: datetime) -> N
         .where(users.c.id == user_id, users.c.disabled_at.is_(None))
         .values(disabled_at=now)
     )
+
+
+async def list_accounts(
+    connection: Reader, *, disabled: bool | None, key_contains: str | None, limit: int
+) -> tuple[list[Row], int]:
+    """The first ``limit`` matching accounts in creation order, and how many match in all.
+
+    Each row carries the account's place and ``controllers``, the number it owns; never
+    the password hash.
+    """
+    conditions = []
+    if disabled is not None:
+        conditions.append(
+            users.c.disabled_at.is_not(None) if disabled else users.c.disabled_at.is_(None)
+        )
+    if key_contains is not None:
+        conditions.append(users.c.username_key.contains(key_contains, autoescape=True))
+    owned = (
+        select(func.count())
+        .select_from(controllers)
+        .where(controllers.c.user_id == users.c.id)
+        .scalar_subquery()
+    )
+    query = (
+        select(
+            users.c.id,
+            users.c.username,
+            users.c.firstname,
+            users.c.lastname,
+            users.c.phone,
+            users.c.created_at,
+            users.c.disabled_at,
+            countries.c.country_code,
+            countries.c.city_name,
+            owned.label("controllers"),
+        )
+        .outerjoin(countries, countries.c.id == users.c.country_id)
+        .where(*conditions)
+        .order_by(users.c.id)
+        .limit(limit)
+    )
+    total = select(func.count()).select_from(users).where(*conditions)
+    rows = list((await connection.execute(query)).all())
+    return rows, (await connection.execute(total)).scalar_one()

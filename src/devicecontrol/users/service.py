@@ -12,6 +12,7 @@ from devicecontrol.auth.repository import revoke_tokens_of_user
 from devicecontrol.clock import format_timestamp, utcnow
 from devicecontrol.errors import Conflict, InvalidField, NotFound
 from devicecontrol.geo import UnknownPlace, find_place
+from devicecontrol.observability import audit
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import repository
 from devicecontrol.users.identity import email_problem, username_key
@@ -123,7 +124,7 @@ async def create_user(
 
 
 async def set_password(runtime: Runtime, email: str, *, password: str) -> None:
-    """New password; every token of the user ends at once."""
+    """New password; every token of the user is revoked. Audited (an operator's command)."""
     problem = password_problem(password)
     if problem:
         raise InvalidField("password", problem)
@@ -135,10 +136,11 @@ async def set_password(runtime: Runtime, email: str, *, password: str) -> None:
         await repository.set_password_hash(connection, user.id, password_hash)
         await revoke_tokens_of_user(connection, user.id, utcnow())
     runtime.token_cache.forget_all()
+    audit.record("password_change", audit.SUCCESS, user_id=user.id)
 
 
 async def disable_user(runtime: Runtime, email: str) -> None:
-    """The account can no longer log in, and its tokens stop working at once."""
+    """The account can no longer log in, and its tokens are revoked. Audited."""
     async with runtime.database.write() as connection:
         user = await repository.find_user(connection, username_key(email))
         if user is None:
@@ -147,3 +149,4 @@ async def disable_user(runtime: Runtime, email: str) -> None:
         await repository.disable(connection, user.id, now)
         await revoke_tokens_of_user(connection, user.id, now)
     runtime.token_cache.forget_all()
+    audit.record("user_disable", audit.SUCCESS, user_id=user.id)

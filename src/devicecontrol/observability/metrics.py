@@ -1,0 +1,179 @@
+"""The Prometheus metrics of the service, summed over all its worker processes.
+
+With ``serve --workers N`` (N > 1) each worker is a process of its own. ``serve`` then points
+``PROMETHEUS_MULTIPROC_DIR`` at a private directory before the workers start, and
+prometheus_client keeps every value in a memory-mapped file per process there; whichever
+worker answers ``GET /metrics`` reads them all (``exposition``). With one process the values
+live in memory, and the default registry also reports the process's CPU and memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
+
+from devicecontrol.db import Database
+
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+# read when prometheus_client is imported, as prometheus_client itself does
+MULTIPROC_DIR = os.environ.get(MULTIPROC_DIR_VARIABLE) or None
+# the text format every Prometheus version reads (Litestar adds "; charset=utf-8")
+MEDIA_TYPE = "text/plain; version=0.0.4"
+POOL_SAMPLE_INTERVAL_S = 1.0
+# request latencies: a token check or a read takes about a millisecond, argon2 logins ~50 ms
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+CONTROLLER_OPERATIONS = frozenset({"assign", "reassign", "release"})
+
+disable_created_metrics()  # the *_created series double the output and no dashboard uses them
+
+REQUESTS = Counter(
+    "devicecontrol_http_requests",
+    "HTTP requests answered, by route template, method and status.",
+    ["route", "method", "status"],
+)
+REQUEST_DURATION = Histogram(
+    "devicecontrol_http_request_duration_seconds",
+    "Time from a request's arrival to the end of its answer, by route template and method.",
+    ["route", "method"],
+    buckets=LATENCY_BUCKETS_S,
+)
+LOGINS = Counter(
+    "devicecontrol_logins",
+    "Password logins (POST /auth/login) by outcome: success, failure (refused), error.",
+    ["outcome"],
+)
+THROTTLED = Counter(
+    "devicecontrol_throttled_requests",
+    "Requests refused with 429 because of too many failures, by what: logins or claims.",
+    ["what"],
+)
+OPERATIONS = Counter(
+    "devicecontrol_controller_operations",
+    "Assign, reassign and release requests, by operation and outcome.",
+    ["operation", "outcome"],
+)
+POOL_CHECKED_OUT = Gauge(
+    "devicecontrol_db_pool_checked_out",
+    "Database connections in use, by pool (read, write), over all processes.",
+    ["pool"],
+    multiprocess_mode="livesum",
+)
+POOL_SIZE = Gauge(
+    "devicecontrol_db_pool_size",
+    "Database connections each pool keeps open, over all processes.",
+    ["pool"],
+    multiprocess_mode="livesum",
+)
+
+
+class RequestMetrics:
+    """The request counter and histogram children, looked up once per label combination.
+
+    ``labels()`` converts and locks on every call; a dict hit is all a request pays here.
+    """
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                REQUESTS.labels(route, method, str(status)),
+                REQUEST_DURATION.labels(route, method),
+            )
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+
+REQUEST_METRICS = RequestMetrics()
+
+
+def count_audited(event: str, outcome: str) -> None:
+    """Count an audited action (audit.py): logins and controller operations have metrics."""
+    if event == "login":
+        LOGINS.labels(outcome).inc()
+    elif event in CONTROLLER_OPERATIONS:
+        OPERATIONS.labels(event, outcome).inc()
+
+
+def sample_pools(database: Database) -> None:
+    for pool, (checked_out, size) in database.pool_usage().items():
+        POOL_CHECKED_OUT.labels(pool).set(checked_out)
+        POOL_SIZE.labels(pool).set(size)
+
+
+def exposition(database: Database) -> bytes:
+    """The text GET /metrics answers: this process's pools sampled now, then every value."""
+    sample_pools(database)
+    if MULTIPROC_DIR is None:
+        return generate_latest(REGISTRY)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=MULTIPROC_DIR)
+    return generate_latest(registry)
+
+
+@contextlib.contextmanager
+def shared_metrics_directory(workers: int) -> Iterator[None]:
+    """For ``serve --workers N`` (N > 1): a fresh private directory for the workers' values.
+
+    Set in the environment before uvicorn starts the workers (each imports prometheus_client
+    afresh and reads it then), and removed when ``serve`` ends: counters start at zero with
+    each start of the service, as they do with one process.
+    """
+    if workers < 2:
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="devicecontrol-metrics-")
+    previous = os.environ.get(MULTIPROC_DIR_VARIABLE)
+    os.environ[MULTIPROC_DIR_VARIABLE] = directory
+    try:
+        yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        if previous is None:
+            os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
+        else:
+            os.environ[MULTIPROC_DIR_VARIABLE] = previous
+
+
+async def _sample_pools_periodically(database: Database) -> None:
+    while True:
+        sample_pools(database)
+        await asyncio.sleep(POOL_SAMPLE_INTERVAL_S)
+
+
+@contextlib.asynccontextmanager
+async def pool_sampling(database: Database) -> AsyncIterator[None]:
+    """With several processes, each keeps its pool gauges fresh for whichever one is scraped.
+
+    On shutdown the process's gauges are removed, so a stopped worker's pools stop counting.
+    """
+    if MULTIPROC_DIR is None:
+        yield
+        return
+    task = asyncio.create_task(_sample_pools_periodically(database))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        multiprocess.mark_process_dead(os.getpid(), MULTIPROC_DIR)

@@ -1,0 +1,228 @@
+"""The deployment of deploy/: nginx ends TLS in front of two `serve` processes on PostgreSQL.
+
+Each test starts two real servers on one PostgreSQL database and a real nginx (the Debian
+package) running deploy/nginx/devicecontrol.conf.template, then speaks HTTPS to nginx with
+the generated certificate as the only trusted one. The servers trust nginx's
+X-Forwarded-For (DEVICECONTROL_TRUSTED_PROXIES=127.0.0.1, the address nginx connects from),
+so clients bound to distinct loopback addresses are told apart by the login throttle.
+PostgreSQL only: it is the database a multi-process deployment runs on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import POSTGRESQL_URL
+from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
+from tests.processes import Server, run_cli, running_server
+
+pytestmark = pytest.mark.parametrize("backend", ["postgresql"] if POSTGRESQL_URL else [])
+
+CLIENT_ID = "proxy-app"
+SECRET = "proxy-client-secret-0123456789"
+PASSWORD = "proxy-password-1"
+HTTP_TIMEOUT_S = 15  # every request of this file is bounded
+STOP_TIMEOUT_S = 40  # a serve process drains for at most 30 s after SIGTERM
+PROBLEM_JSON = "application/problem+json"
+BEHIND_NGINX = {
+    "DEVICECONTROL_TRUSTED_PROXIES": "127.0.0.1",
+    "DEVICECONTROL_THROTTLE_LOGIN_PER_ADDRESS": "3/60",
+}
+
+
+def ok(result) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def provision(database_url: str, directory: Path) -> None:
+    """A client, ana and bob, then PX-OWNED (ana's) and the unowned PX-FREE, in that order."""
+
+    def cli(*args: str):
+        return run_cli(*args, database_url=database_url)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        for result in pool.map(lambda args: cli(*args), [
+            ("clients", "create", CLIENT_ID, "--secret", SECRET),
+            ("users", "create", "ana@example.com", "--password", PASSWORD),
+            ("users", "create", "bob@example.com", "--password", PASSWORD),
+        ]):  # fmt: skip
+            ok(result)
+    csv = directory / "controllers.csv"  # one import: registered in the file's order
+    csv.write_text(
+        "serial_number,mac,type,owner\n"
+        "PX-OWNED,02:00:00:00:00:01,melissa,ana@example.com\n"
+        "PX-FREE,02:00:00:00:00:02,smart_plug,\n",
+        encoding="utf-8",
+    )
+    ok(cli("controllers", "import", str(csv)))
+
+
+@dataclass
+class Deployment:
+    nginx: Nginx
+    servers: list[Server]
+    certificate: Certificate
+    upstreams: list[str]  # host:port of each process, as nginx's access log names them
+
+    def client(self, source: str = "127.0.0.1") -> httpx.Client:
+        """HTTPS to nginx from ``source``, trusting the generated certificate and nothing else."""
+        trusted = ssl.create_default_context(cafile=str(self.certificate.certificate))
+        transport = httpx.HTTPTransport(verify=trusted, local_address=source, trust_env=False)
+        return httpx.Client(
+            base_url=self.nginx.base_url,
+            transport=transport,
+            timeout=HTTP_TIMEOUT_S,
+            trust_env=False,  # no proxy from the environment between the test and nginx
+        )
+
+
+@contextmanager
+def deployed(database_url: str, tmp_path: Path) -> Iterator[Deployment]:
+    """Two serve processes and nginx before them; all stopped when the block ends."""
+    with ExitStack() as stack:
+        starting = []
+        for name in ("serve-a", "serve-b"):
+            (tmp_path / name).mkdir()
+            starting.append(running_server(database_url, tmp_path / name, env=BEHIND_NGINX))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(server.__enter__) for server in starting]
+        for server, future in zip(starting, futures, strict=True):
+            if future.exception() is None:
+                stack.push(server)  # stopped by the stack, whatever happens next
+        servers = [future.result() for future in futures]
+        certificate = make_self_signed_certificate(tmp_path)
+        upstreams = [server.base_url.removeprefix("http://") for server in servers]
+        nginx = stack.enter_context(running_nginx(tmp_path / "nginx", upstreams, certificate))
+        yield Deployment(nginx, servers, certificate, upstreams)
+        for server in servers:
+            assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def log_in(http: httpx.Client, username: str, password: str = PASSWORD, **kwargs) -> httpx.Response:
+    form = {"client_id": CLIENT_ID, "client_secret": SECRET,
+            "username": username, "password": password}  # fmt: skip
+    return http.post("/v1/auth/login", data=form, **kwargs)
+
+
+def bearer_of(http: httpx.Client, username: str) -> dict[str, str]:
+    response = log_in(http, username)
+    assert response.status_code == 200, response.text
+    return {"Authorization": f"Bearer {response.json()['auth']['access_token']}"}
+
+
+def serials(http: httpx.Client, headers: dict[str, str]) -> list[str]:
+    response = http.get("/v1/controllers", headers=headers)
+    assert response.status_code == 200, response.text
+    return [c["serial_number"] for c in response.json()["_embedded"]["controller"]]
+
+
+def assert_problem(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+    problem = json.loads(response.content)
+    assert problem["status"] == status
+    return problem
+
+
+def stop(server: Server) -> None:
+    """SIGTERM, as an operator's rolling restart sends it; the test's own stop is then a no-op."""
+    os.killpg(server.process.pid, signal.SIGTERM)
+    server.process.wait(timeout=STOP_TIMEOUT_S)
+
+
+def test_login_list_assign_and_reassign_through_nginx_over_verified_tls(database_url, tmp_path):
+    provision(database_url, tmp_path)
+    with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
+        ana = bearer_of(http, "ana@example.com")
+        assert serials(http, ana) == ["PX-OWNED"]
+
+        assigned = http.post("/v1/controllers/PX-FREE/assign", headers=ana)
+        assert assigned.status_code == 200, assigned.text
+        assert assigned.json()["controller_reassign"]["serial_number"] == "PX-FREE"
+        assert serials(http, ana) == ["PX-OWNED", "PX-FREE"]
+
+        handed = http.patch(
+            "/v1/controllers/PX-FREE/reassign", headers=ana, json={"owner": "bob@example.com"}
+        )
+        assert handed.status_code == 200, handed.text
+        assert handed.json()["controller_reassign"]["deleted_at"] is None
+        assert serials(http, ana) == ["PX-OWNED"]
+        bob = bearer_of(http, "bob@example.com")
+        assert serials(http, bob) == ["PX-FREE"]
+        assert http.get("/v1/controllers/PX-FREE", headers=ana).status_code == 404
+
+        assert handed.headers["strict-transport-security"] == "max-age=31536000"
+        assert handed.headers["server"] == "nginx"  # no version
+        # the requests were spread over both processes, and each answered
+        access_log = deployment.nginx.access_log()
+        for upstream in deployment.upstreams:
+            assert f"upstream={upstream} " in access_log, access_log
+
+        # and the verification is real: trusting only the public authorities, it fails
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(f"{deployment.nginx.base_url}/v1/users/me", timeout=HTTP_TIMEOUT_S)
+
+
+def test_the_login_throttle_sees_the_client_address_nginx_forwards(database_url, tmp_path):
+    provision(database_url, tmp_path)
+    with (
+        deployed(database_url, tmp_path) as deployment,
+        deployment.client("127.0.0.5") as guesser,
+        deployment.client("127.0.0.6") as neighbour,
+    ):
+        # three failures from 127.0.0.5 (the limit), on both processes, with three usernames
+        # so that no per-username limit is reached; a forged X-Forwarded-For changes nothing
+        for number in range(3):
+            forged = {"X-Forwarded-For": f"198.51.100.{number}"}
+            failed = log_in(guesser, f"nobody{number}@example.com", headers=forged)
+            assert failed.status_code == 400, failed.text
+        for headers in ({}, {"X-Forwarded-For": "127.0.0.6"}):
+            throttled = log_in(guesser, "ana@example.com", headers=headers)
+            assert_problem(throttled, 429)
+            assert 1 <= int(throttled.headers["retry-after"]) <= 61
+
+        # the neighbour shares nginx, both processes and the database, but not the address
+        assert log_in(neighbour, "ana@example.com").status_code == 200
+        assert log_in(neighbour, "nobody0@example.com").status_code == 400
+
+    access_log = deployment.nginx.access_log()
+    assert access_log.count("127.0.0.5 [") == 5, access_log
+    assert access_log.count("127.0.0.6 [") == 2, access_log
+
+
+def test_nginx_refuses_big_bodies_and_moves_on_when_a_process_stops(database_url, tmp_path):
+    provision(database_url, tmp_path)
+    with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
+        too_big = http.post("/v1/auth/login", json={"password": "x" * 65 * 1024})
+        assert_problem(too_big, 413)
+        # a body under the limit is the service's to judge (a field over 1024 characters)
+        under = http.post("/v1/auth/login", json={"password": "x" * 60 * 1024})
+        assert_problem(under, 400)
+        # metrics are scraped from each process, never through the public proxy
+        assert_problem(http.get("/metrics"), 404)
+        direct = httpx.get(f"{deployment.servers[0].base_url}/metrics", timeout=HTTP_TIMEOUT_S)
+        assert direct.status_code == 200, direct.text
+
+        # a rolling restart: one process stops; nginx sends every request to the other
+        first, second = deployment.servers
+        stop(first)
+        for _ in range(4):
+            ana = bearer_of(http, "ana@example.com")
+            assert serials(http, ana) == ["PX-OWNED"]
+
+        # both gone: the service's own 503 shape, not an HTML error page
+        stop(second)
+        down = http.get("/v1/users/me", headers=ana)
+        assert_problem(down, 503)
+        assert down.headers["retry-after"] == "5"

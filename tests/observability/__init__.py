@@ -1,0 +1,1 @@
+"""Operations: /healthz, /readyz, /metrics, request logs and audit lines."""
