@@ -22,8 +22,9 @@ from devicecontrol.clock import utcnow
 from devicecontrol.db import Database
 from devicecontrol.geo import find_place
 from devicecontrol.migrate import upgrade_database
-from devicecontrol.tables import access_tokens, clients, controllers, countries, refresh_tokens
+from devicecontrol.tables import access_tokens, clients, controllers, refresh_tokens
 from devicecontrol.tables import users as users_table
+from devicecontrol.users.repository import find_or_create_country
 
 BATCH_ROWS = 20_000
 CLIENT_ID = "bench-app"
@@ -83,18 +84,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
     place = find_place(*COUNTRY)
     password_hash = hash_password(PASSWORD)
     async with database.write() as connection:
-        await connection.execute(
-            insert(countries).values(
-                id=1,
-                geoname_id=place.geoname_id,
-                continent_code=place.continent_code,
-                continent_name=place.continent_name,
-                country_code=place.country_code,
-                country_name=place.country_name,
-                city_name=place.city_name,
-                time_zone=place.time_zone,
-            )
-        )
+        country_id = await find_or_create_country(connection, place)
         await connection.execute(
             insert(clients).values(
                 id=1,
@@ -115,7 +105,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
                 "firstname": "Bench",
                 "lastname": f"User {user_id}",
                 "phone": None,
-                "country_id": 1,
+                "country_id": country_id,
                 "created_at": now,
             }
             for user_id in range(1, fleet.users + 1)
