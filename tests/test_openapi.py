@@ -33,8 +33,8 @@ SN = "/v1/controllers/{serial_number}"
 # every status each operation can answer (contract §1, §2, §4, §7, §8)
 EXPECTED_STATUSES = {
     ("post", "/v1/auth/login"): {200, 400, 401, 413, 415, 429, 503},
-    ("post", "/v1/auth/renew"): {200, 400, 401, 413, 415, 503},
-    ("post", "/v1/auth/revoke"): {200, 400, 401, 413, 415, 503},
+    ("post", "/v1/auth/renew"): {200, 400, 401, 413, 415, 429, 503},
+    ("post", "/v1/auth/revoke"): {200, 400, 401, 413, 415, 429, 503},
     ("get", "/v1/users/me"): {200, 401, 503},
     ("get", "/v1/controllers"): {200, 400, 401, 503},
     ("get", SN): {200, 401, 404, 503},

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
@@ -14,6 +16,7 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, Tag
+from litestar.static_files import create_static_files_router
 
 from devicecontrol import __version__
 from devicecontrol.auth.middleware import BearerTokenMiddleware
@@ -45,8 +48,50 @@ API_TAGS = [
 ]
 
 
+# Swagger UI's files come from the service, not a CDN, so /docs works with no internet
+DOCS_PATH, ASSETS_PATH = "/docs", "/assets"
+DOCS_ASSETS = DOCS_PATH + ASSETS_PATH
+SWAGGER_UI_FILES = (
+    "swagger-ui-bundle.js",
+    "swagger-ui-standalone-preset.js",
+    "swagger-ui.css",
+    "favicon-32x32.png",
+)
+
+
+def swagger_ui_directory() -> Path:
+    """Swagger UI's distribution files, as the swagger-ui-py package ships them.
+
+    Found without importing the package: its code, for other frameworks, is not used.
+    """
+    spec = importlib.util.find_spec("swagger_ui")
+    locations = list(spec.submodule_search_locations or ()) if spec else []
+    directory = Path(locations[0], "static") if locations else None
+    missing = [n for n in SWAGGER_UI_FILES if directory is None or not (directory / n).is_file()]
+    if directory is None or missing:
+        raise RuntimeError(f"swagger-ui-py lacks Swagger UI's files {missing} (reinstall it)")
+    return directory
+
+
 def openapi_config() -> OpenAPIConfig:
-    """The document at /openapi.json and /docs/openapi.json, Swagger UI at /docs; no token."""
+    """The document at /openapi.json and /docs/openapi.json, Swagger UI at /docs; no token.
+
+    Swagger UI's script and style sheet are served at /docs/assets, by the service itself.
+    """
+    assets = create_static_files_router(
+        path=ASSETS_PATH,
+        directories=[swagger_ui_directory()],
+        name="docs-assets",
+        include_in_schema=False,
+        opt={"exclude_from_auth": True},
+    )
+    swagger_ui = SwaggerRenderPlugin(
+        path="/",
+        js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+        css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+        standalone_preset_js_url=f"{DOCS_ASSETS}/swagger-ui-standalone-preset.js",
+        favicon=f"<link rel='icon' type='image/png' href='{DOCS_ASSETS}/favicon-32x32.png'>",
+    )
     return OpenAPIConfig(
         title="devicecontrol",
         version=__version__,
@@ -54,9 +99,12 @@ def openapi_config() -> OpenAPIConfig:
         tags=API_TAGS,
         components=Components(security_schemes=dict(SECURITY_SCHEMES)),
         openapi_router=Router(
-            "/docs", route_handlers=[], include_in_schema=False, opt={"exclude_from_auth": True}
+            DOCS_PATH,
+            route_handlers=[assets],
+            include_in_schema=False,
+            opt={"exclude_from_auth": True},
         ),
-        render_plugins=[SwaggerRenderPlugin(path="/"), ServedDocumentPlugin()],
+        render_plugins=[swagger_ui, ServedDocumentPlugin()],
     )
 
 

@@ -44,6 +44,11 @@ class Settings:
     throttle_login_per_address: ThrottleRule = ThrottleRule(20, 60)
     throttle_claim_per_controller: ThrottleRule = ThrottleRule(5, 900)
     throttle_claim_per_user: ThrottleRule = ThrottleRule(10, 900)
+    # failed client authentication (unknown client id or wrong secret): published apps carry
+    # short secrets, so these are guessable without a throttle; a client id is shared by all
+    # of an app's users, hence a limit high enough that one address alone cannot lock it out
+    throttle_client_per_id: ThrottleRule = ThrottleRule(30, 60)
+    throttle_client_per_address: ThrottleRule = ThrottleRule(20, 60)
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
     token_cache_ms: int = 500
@@ -136,6 +141,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         throttle_claim_per_user=_throttle_rule(
             env, "THROTTLE_CLAIM_PER_USER", defaults.throttle_claim_per_user
+        ),
+        throttle_client_per_id=_throttle_rule(
+            env, "THROTTLE_CLIENT_PER_ID", defaults.throttle_client_per_id
+        ),
+        throttle_client_per_address=_throttle_rule(
+            env, "THROTTLE_CLIENT_PER_ADDRESS", defaults.throttle_client_per_address
         ),
         trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
         purge_interval_s=_positive_int(env, "PURGE_INTERVAL", defaults.purge_interval_s),

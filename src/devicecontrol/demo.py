@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
-
+from devicecontrol import demo_repository
 from devicecontrol.auth.clients import create_client
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import clients, controllers, users
 from devicecontrol.users.service import create_user
 
 DEMO_CLIENT_ID = "demo-app"
@@ -32,10 +30,7 @@ DEMO_CONTROLLERS = (
 
 async def database_is_empty(runtime: Runtime) -> bool:
     async with runtime.database.read() as connection:
-        for table in (users, clients, controllers):
-            if (await connection.execute(select(func.count()).select_from(table))).scalar_one():
-                return False
-    return True
+        return not await demo_repository.holds_any_record(connection)
 
 
 async def fill_demo(runtime: Runtime) -> None:
@@ -54,13 +49,14 @@ async def fill_demo(runtime: Runtime) -> None:
 
 
 def walkthrough_script(base_url: str = "http://127.0.0.1:8000") -> str:
-    """The curl walk-through of all eight endpoints; the README shows exactly this text."""
+    """The curl walk-through; the README shows exactly this text. Tokens stay in variables."""
+    auth_field = 'python3 -c \'import json, sys; print(json.load(sys.stdin)["auth"]["{}"])\''
     return f"""\
 B=${{B:-{base_url}}}
-curl -s $B/v1/auth/login -d client_id={DEMO_CLIENT_ID} -d client_secret={DEMO_CLIENT_SECRET} \\
-     -d username={DEMO_USER} -d password={DEMO_PASSWORD} | tee login.json; echo
-TOKEN=$(python3 -c 'import json; print(json.load(open("login.json"))["auth"]["access_token"])')
-REFRESH=$(python3 -c 'import json; print(json.load(open("login.json"))["auth"]["refresh_token"])')
+LOGIN=$(curl -s $B/v1/auth/login -d client_id={DEMO_CLIENT_ID} -d client_secret={DEMO_CLIENT_SECRET} \\
+     -d username={DEMO_USER} -d password={DEMO_PASSWORD}); echo "$LOGIN"
+TOKEN=$(echo "$LOGIN" | {auth_field.format("access_token")})
+REFRESH=$(echo "$LOGIN" | {auth_field.format("refresh_token")})
 curl -s $B/v1/auth/renew -H 'Content-Type: application/json' \\
      -d '{{"client_id": "{DEMO_CLIENT_ID}", "client_secret": "{DEMO_CLIENT_SECRET}", "refresh_token": "'$REFRESH'"}}'; echo
 curl -s $B/v1/users/me -H "Authorization: Bearer $TOKEN"; echo
@@ -75,10 +71,20 @@ curl -s -X PATCH $B/v1/controllers/DEMO-PLUG-2/reassign -H "Authorization: Beare
 """
 
 
-def walkthrough(base_url: str) -> str:
-    """What ``demo`` and ``serve --demo`` print: the credentials and the walk-through."""
+ALREADY_FILLED = """\
+The database already had data, so NO demo data was added now.
+The walk-through below works only if that data is the demo's own from an earlier run;
+for a fresh demo, stop the service and start it on an empty database (rm devicecontrol.db*).
+"""
+
+
+def walkthrough(base_url: str, *, added: bool = True) -> str:
+    """What ``demo`` and ``serve --demo`` print: the credentials and the walk-through.
+
+    ``added=False`` (``serve --demo`` on a database that was not empty) says so first.
+    """
     return f"""\
-Demo client: {DEMO_CLIENT_ID} / {DEMO_CLIENT_SECRET}
+{"" if added else ALREADY_FILLED + chr(10)}Demo client: {DEMO_CLIENT_ID} / {DEMO_CLIENT_SECRET}
 Demo users:  {DEMO_USER} / {DEMO_PASSWORD}   {FRIEND_USER} / {FRIEND_PASSWORD}
 Unowned controllers: DEMO-PLUG-2, DEMO-BOBBIE-1 (claim code 7F3K-92QD)
 

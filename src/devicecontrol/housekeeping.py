@@ -44,6 +44,8 @@ def longest_throttle_window(settings: Settings) -> timedelta:
         settings.throttle_login_per_address,
         settings.throttle_claim_per_controller,
         settings.throttle_claim_per_user,
+        settings.throttle_client_per_id,
+        settings.throttle_client_per_address,
     )
     return timedelta(seconds=max(rule.window_s for rule in rules))
 

@@ -15,19 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import BigInteger, delete, func, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import throttle_repository
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import ThrottleRule
 from devicecontrol.errors import TooManyRequests
 from devicecontrol.observability.metrics import THROTTLED
-from devicecontrol.tables import throttle_failures
 
 LOGIN_USERNAME = "login_username"
 LOGIN_ADDRESS = "login_address"
 CLAIM_CONTROLLER = "claim_controller"
 CLAIM_USER = "claim_user"
+CLIENT_ID = "client_id"
+CLIENT_ADDRESS = "client_address"
 
 Subject = tuple[str, str]  # (scope, subject)
 
@@ -37,21 +38,14 @@ async def _seconds_until_allowed(
 ) -> int:
     """0 when another attempt is allowed, else how long until enough failures age out."""
     scope, name = subject
-    window_start = now - timedelta(seconds=rule.window_s)
-    query = (
-        select(throttle_failures.c.created_at)
-        .where(
-            throttle_failures.c.scope == scope,
-            throttle_failures.c.subject_digest == digest(name),
-            throttle_failures.c.created_at > window_start,
-        )
-        .order_by(throttle_failures.c.created_at)
+    window = timedelta(seconds=rule.window_s)
+    failures = await throttle_repository.failure_times(
+        connection, scope, digest(name), since=now - window
     )
-    failures = list((await connection.execute(query)).scalars())
     if len(failures) < rule.limit:
         return 0
     frees_a_slot = failures[len(failures) - rule.limit]
-    return max(1, int((frees_a_slot + timedelta(seconds=rule.window_s) - now).total_seconds()) + 1)
+    return max(1, int((frees_a_slot + window - now).total_seconds()) + 1)
 
 
 async def _lock_subjects(connection: AsyncConnection, subjects: Sequence[Subject]) -> None:
@@ -62,9 +56,9 @@ async def _lock_subjects(connection: AsyncConnection, subjects: Sequence[Subject
     """
     if connection.dialect.name != "postgresql":
         return
+    # 60 bits of the digest: a positive bigint
     keys = sorted({int(digest(f"{scope}:{name}")[:15], 16) for scope, name in subjects})
-    for key in keys:  # 60 bits of the digest: a positive bigint
-        await connection.execute(select(func.pg_advisory_xact_lock(literal(key, BigInteger))))
+    await throttle_repository.lock_keys(connection, keys)
 
 
 async def ensure_allowed(
@@ -92,29 +86,17 @@ async def record_failures(
     connection: AsyncConnection, subjects: Sequence[Subject], now: datetime
 ) -> list[int]:
     """One failure row per subject; their ids, for ``forget_failures``."""
-    ids = []
-    for scope, name in subjects:
-        result = await connection.execute(
-            insert(throttle_failures)
-            .values(scope=scope, subject_digest=digest(name), created_at=now)
-            .returning(throttle_failures.c.id)
-        )
-        ids.append(result.scalar_one())
-    return ids
+    return [
+        await throttle_repository.insert_failure(connection, scope, digest(name), now)
+        for scope, name in subjects
+    ]
 
 
 async def forget_failures(connection: AsyncConnection, failure_ids: Sequence[int]) -> None:
     """Remove failures recorded in advance for an attempt that then succeeded."""
-    await connection.execute(
-        delete(throttle_failures).where(throttle_failures.c.id.in_(failure_ids))
-    )
+    await throttle_repository.delete_failures(connection, failure_ids)
 
 
 async def clear_failures(connection: AsyncConnection, subject: Subject) -> None:
     scope, name = subject
-    await connection.execute(
-        delete(throttle_failures).where(
-            throttle_failures.c.scope == scope,
-            throttle_failures.c.subject_digest == digest(name),
-        )
-    )
+    await throttle_repository.delete_failures_of(connection, scope, digest(name))

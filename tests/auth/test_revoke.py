@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 from litestar.testing import AsyncTestClient
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from devicecontrol.auth import repository as auth_repository
 from devicecontrol.auth import service
 from devicecontrol.clock import utcnow
 from devicecontrol.errors import OAuthError
 from devicecontrol.tables import access_tokens, refresh_tokens
+from devicecontrol.users import service as users_service
 from tests.auth.oauth import (
     account,
     assert_oauth_error,
@@ -292,7 +293,12 @@ async def test_bad_client_credentials_are_invalid_client_and_revoke_nothing(
         response = await post_revoke(client, token, **credentials)
         assert_oauth_error(response, "invalid_client", 401)
         assert response.headers["www-authenticate"] == BASIC_CHALLENGE
-    assert await snapshot(runtime) == before
+    after = await snapshot(runtime)
+    # the only change: each failure counted per client id and per address (the throttle)
+    counted = after.pop("throttle_failures")
+    assert sorted(row[1] for row in counted) == ["client_address"] * 2 + ["client_id"] * 2
+    before.pop("throttle_failures")
+    assert after == before
     assert await me_status(client, auth["access_token"]) == 200
 
 
@@ -415,14 +421,42 @@ async def test_a_revoked_bearer_token_in_the_header_does_not_stop_a_revoke(runti
 # --- a renew racing the revocation of its refresh token ---------------------------------
 
 
+async def _blocked_behind(runtime, task: asyncio.Task) -> None:
+    """Return once ``task`` is really waiting for the paused transaction, never by time alone.
+
+    PostgreSQL: the revoking backend shows up waiting on a lock (the renew's ``FOR UPDATE``
+    row lock or its throttle lock). SQLite: writers take turns, so the revoke queues behind
+    the renew's transaction; the interleaving the row lock guards against cannot happen
+    there, and the test shows the queued order gives the same outcome.
+    """
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        assert not task.done(), task  # it must not get past the paused transaction
+        if runtime.database.is_sqlite:
+            return
+        async with runtime.database.read() as connection:
+            waiting = await connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                )
+            )
+            if waiting.scalar_one():
+                return
+    raise AssertionError("the revoke never waited for the renew's transaction")
+
+
+@pytest.mark.parametrize("revoker", ["revoke endpoint", "password change"])
 async def test_a_renew_racing_the_revoke_of_its_refresh_token_leaves_no_live_access_token(
-    runtime, client, monkeypatch
+    runtime, client, monkeypatch, revoker
 ):
     """Renew found the refresh token live and is about to insert; the revoke comes in between.
 
     Whichever order the database settles on, the renew must not leave an access token that
     outlives the revocation: either the renew fails or the revoke also ends its token. (The
-    services are called directly: the test client runs one request at a time.)
+    services are called directly: the test client runs one request at a time.) RFC 7009's
+    revoke waits on the client's throttle lock; a password change takes no such lock and
+    meets the refresh token's row lock.
     """
     await account(runtime)
     session = await tokens_of_login(client)
@@ -437,13 +471,19 @@ async def test_a_renew_racing_the_revoke_of_its_refresh_token_leaves_no_live_acc
 
     monkeypatch.setattr(auth_repository, "insert_access_token", paused_insert)
     renew = asyncio.create_task(
-        service.renew(runtime, credentials, refresh_token=session["refresh_token"])
+        service.renew(
+            runtime, credentials, refresh_token=session["refresh_token"], client_address="test"
+        )
     )
     await asyncio.wait_for(looked_up.wait(), 10)
-    revoke = asyncio.create_task(
-        service.revoke(runtime, credentials, token=session["refresh_token"])
-    )
-    await asyncio.sleep(0.5)  # the revoke either finishes now or waits for the renew
+    if revoker == "revoke endpoint":
+        revoking = service.revoke(
+            runtime, credentials, token=session["refresh_token"], client_address="test"
+        )
+    else:
+        revoking = users_service.set_password(runtime, "ana@example.com", password="new-pass-1")
+    revoke = asyncio.create_task(revoking)
+    await _blocked_behind(runtime, revoke)
     go_on.set()
     renewed, revoked = await asyncio.wait_for(
         asyncio.gather(renew, revoke, return_exceptions=True), 20

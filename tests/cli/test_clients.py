@@ -58,6 +58,32 @@ async def test_a_created_client_can_log_a_user_in(database_url, runtime, client)
     assert re.fullmatch(r"[0-9a-f]{40}", auth["access_token"])
 
 
+@pytest.mark.parametrize("secret", ["mclimate_core", "x", "fifteen-chars.."])
+async def test_a_given_short_secret_is_accepted_with_a_one_line_warning(
+    secret, database_url, runtime, client
+):
+    """Published apps carry their secrets in their code (contract §5): accepted, but warned."""
+    result = await cli(
+        "clients", "create", "mclimate", "--secret", secret, database_url=database_url
+    )
+    assert_succeeded(result)
+    assert printed_secret(result.stdout) == secret
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith("Warning: the secret of mclimate is shorter than 16 characters")
+    assert secret not in warning
+    await make_user(runtime, "ana@example.com")
+    auth = await login(client, "ana@example.com", client_id="mclimate", client_secret=secret)
+    assert re.fullmatch(r"[0-9a-f]{40}", auth["access_token"])
+
+
+async def test_a_given_secret_of_16_characters_or_more_gets_no_warning(database_url):
+    result = await cli(
+        "clients", "create", "app", "--secret", "sixteen-chars..!", database_url=database_url
+    )
+    assert_succeeded(result)
+    assert result.stderr == ""
+
+
 async def test_clients_create_with_an_existing_id_fails_and_keeps_the_first(database_url, runtime):
     await make_client(runtime, "taken-app", "the-first-secret-0123")
     before = await snapshot(runtime)
@@ -76,11 +102,11 @@ async def test_clients_create_with_an_existing_id_fails_and_keeps_the_first(data
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["short-app", "--secret", "fifteen-chars.."], "at least 16 characters"),
+        (["empty-app", "--secret", ""], "secret: must not be empty"),
         (["bad id!"], "client_id"),
         (["x" * 101], "client_id"),
     ],
-    ids=["short secret", "bad characters", "too long"],
+    ids=["empty secret", "bad characters", "too long"],
 )
 async def test_clients_create_with_bad_input_fails_in_one_line_and_writes_nothing(
     args, fragment, database_url, runtime

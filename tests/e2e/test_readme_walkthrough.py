@@ -73,6 +73,7 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
             friends_list = http.get("/v1/controllers", headers=friend_headers).json()
 
     assert len(answers) == script.count("curl -s"), answers
+    assert list(shell_dir.iterdir()) == [], "the walk-through must leave no file behind"
     login, renew, me, me_advanced, plugs, melissa, plug_2, bobbie, handed_over = answers
 
     assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["access_token"])

@@ -119,6 +119,7 @@ def demo_login(http: httpx.Client) -> httpx.Response:
 
 def assert_demo_works(server) -> None:
     assert demo.walkthrough(server.base_url) in server.stdout()
+    assert "NO demo data was added" not in server.stdout()
     with httpx.Client(base_url=server.base_url, timeout=10) as http:
         auth = assert_token_response(demo_login(http), "login")
         headers = {"Authorization": f"Bearer {auth['access_token']}"}
@@ -142,6 +143,10 @@ def test_serve_demo_on_a_database_with_data_adds_none_but_serves(database_url, t
     provision(database_url)
     with running_server(database_url, tmp_path, "--demo") as server:
         assert "not empty" in server.stderr()
+        # the banner itself says plainly that nothing was added, before the credentials
+        banner = server.stdout()
+        assert banner.startswith("The database already had data, so NO demo data was added")
+        assert banner.index("NO demo data") < banner.index("Demo client:")
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
             assert demo_login(http).status_code == 401
             assert_token_response(log_in(http), "login")

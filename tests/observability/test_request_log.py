@@ -57,6 +57,30 @@ async def test_an_unauthenticated_request_has_no_user_and_an_unknown_path_no_rou
     first, second = request_lines(info)
     assert (first["route"], first["status"], first["user_id"]) == ("/v1/users/me", 401, None)
     assert (second["route"], second["status"]) == ("<unmatched>", 404)
+    assert "path" not in first  # a matched route is named by its template alone
+    assert (second["method"], second["path"]) == ("GET", "/nothing/here")
+
+
+async def test_an_unmatched_request_names_its_path_but_never_its_query(client, info):
+    """What clients call that the service lacks, so an operator sees it; never credentials."""
+    response = await client.post(
+        "/v1/geofences/a%20b?access_token=s3cret&x=1", json={"password": "hunter22"}
+    )
+    assert response.status_code == 404
+    [line] = request_lines(info)
+    assert (line["method"], line["route"], line["path"]) == (
+        "POST",
+        "<unmatched>",
+        "/v1/geofences/a%20b",
+    )
+    assert "s3cret" not in repr(info.records) and "hunter22" not in repr(info.records)
+
+
+async def test_a_long_unmatched_path_is_cut(client, info):
+    assert (await client.get("/v1/" + "x" * 5000)).status_code == 404
+    [line] = request_lines(info)
+    assert len(line["path"]) == 256 and line["path"].endswith("...")
+    assert line["path"].startswith("/v1/xxx")
 
 
 @pytest.mark.parametrize(
@@ -136,6 +160,7 @@ async def test_an_unusual_method_is_logged_as_other(client, info):
     assert response.status_code == 405
     [line] = request_lines(info)
     assert (line["method"], line["route"]) == ("OTHER", "<unmatched>")
+    assert (line["path"], line["unknown_method"]) == ("/v1/users/me", "PROPFIND")
 
 
 async def answer_through(

@@ -16,6 +16,14 @@ async def find_client(connection: Reader, client_id: str) -> Row | None:
     return (await connection.execute(query)).first()
 
 
+async def insert_client(
+    connection: AsyncConnection, *, client_id: str, secret_digest: str, now: datetime
+) -> None:
+    await connection.execute(
+        insert(clients).values(client_id=client_id, secret_digest=secret_digest, created_at=now)
+    )
+
+
 async def find_login_user(connection: AsyncConnection, username_key: str) -> Row | None:
     query = select(users.c.id, users.c.password_hash, users.c.disabled_at).where(
         users.c.username_key == username_key

@@ -128,14 +128,17 @@ class AuthController(Controller):
         media_type=HAL_JSON,
         summary="Renew the access token",
         operation_class=with_body(TokenOperation, RenewRequest),
-        responses=problems(400, 401, 413, 415, 503, oauth=True),
+        responses=problems(400, 401, 413, 415, 429, 503, oauth=True),
     )
     async def renew(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> TokenResponse:
         body = await _token_request(request, ("refresh_token",))
         issued = await service.renew(
-            runtime, _credentials(body), refresh_token=body["refresh_token"]
+            runtime,
+            _credentials(body),
+            refresh_token=body["refresh_token"],
+            client_address=client_address(request, runtime.settings.trusted_proxies),
         )
         return _token_response(issued, "/auth/renew")
 
@@ -145,11 +148,16 @@ class AuthController(Controller):
         media_type=HAL_JSON,
         summary="Revoke a token (RFC 7009)",
         operation_class=with_body(TokenOperation, RevokeRequest),
-        responses=problems(400, 401, 413, 415, 503, oauth=True),
+        responses=problems(400, 401, 413, 415, 429, 503, oauth=True),
     )
     async def revoke(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> RevokeResponse:
         body = await _token_request(request, ("token",), optional=("token_type_hint",))
-        await service.revoke(runtime, _credentials(body), token=body["token"])
+        await service.revoke(
+            runtime,
+            _credentials(body),
+            token=body["token"],
+            client_address=client_address(request, runtime.settings.trusted_proxies),
+        )
         return RevokeResponse(links=self_links("/auth/revoke"))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import throttling
 from devicecontrol.auth import repository, tokens
@@ -17,6 +20,7 @@ from devicecontrol.clock import utcnow
 from devicecontrol.errors import OAuthError, Unauthenticated
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
+from devicecontrol.throttling import Subject
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.identity import username_key
 
@@ -34,19 +38,102 @@ class IssuedTokens:
     refresh_token: str | None = None
 
 
-async def _authenticate_client(
-    runtime: Runtime, credentials: ClientCredentials, event: AuditEvent
-) -> int:
-    async with runtime.database.read() as connection:
-        client = await repository.find_client(connection, credentials.client_id)
+def _invalid_client() -> OAuthError:
+    return OAuthError("invalid_client", "Unknown client or wrong client secret.")
+
+
+async def _admit_client(
+    connection: AsyncConnection,
+    runtime: Runtime,
+    credentials: ClientCredentials,
+    event: AuditEvent,
+    *,
+    client_address: str,
+) -> int | None:
+    """The client's key, or None once the failure is recorded (the caller then refuses).
+
+    Throttled per client id and per address before the secret is compared: published apps
+    carry short secrets, which could otherwise be guessed at full speed. Call it in a write
+    transaction that commits, so that the failure is kept.
+    """
+    settings = runtime.settings
+    by_id = (throttling.CLIENT_ID, credentials.client_id)
+    by_address = (throttling.CLIENT_ADDRESS, client_address)
+    await throttling.ensure_allowed(
+        connection,
+        [
+            (by_id, settings.throttle_client_per_id),
+            (by_address, settings.throttle_client_per_address),
+        ],
+        utcnow(),
+        what="client authentications",
+    )
+    client = await repository.find_client(connection, credentials.client_id)
     if client is not None:  # a client id that matched a record: safe to audit
         event.fields["client_id"] = credentials.client_id
-    if not tokens.matches_digest(
-        credentials.client_secret, client.secret_digest if client else None
-    ):
-        raise OAuthError("invalid_client", "Unknown client or wrong client secret.")
-    assert client is not None
-    return client.id
+    if tokens.matches_digest(credentials.client_secret, client.secret_digest if client else None):
+        assert client is not None
+        return client.id
+    await throttling.record_failures(connection, [by_id, by_address], utcnow())
+    return None
+
+
+async def _admit_login(
+    connection: AsyncConnection, runtime: Runtime, *, by_username: Subject, by_address: Subject
+) -> tuple[list[int], Row | None]:
+    """Throttle check for a password attempt, recorded as a failure until it proves right.
+
+    Recorded with the check that let it through, so concurrent guesses cannot all slip past
+    the limit. Returns the failure ids (to forget on success) and the user, if any.
+    """
+    settings = runtime.settings
+    await throttling.ensure_allowed(
+        connection,
+        [
+            (by_username, settings.throttle_login_per_username),
+            (by_address, settings.throttle_login_per_address),
+        ],
+        utcnow(),
+        what="logins",
+    )
+    attempt = await throttling.record_failures(connection, [by_username, by_address], utcnow())
+    return attempt, await repository.find_login_user(connection, by_username[1])
+
+
+async def _check_password(runtime: Runtime, user: Row | None, password: str) -> Row:
+    """The user if the password is theirs and the account is active, else invalid_grant.
+
+    An unknown user is verified against a dummy hash: same answer, about the same time.
+    """
+    valid = await verify_password_off_loop(
+        user.password_hash if user else None, password, limiter=runtime.hashing_limiter
+    )
+    if user is None or not valid or user.disabled_at is not None:
+        raise OAuthError("invalid_grant", "Wrong username or password.")
+    return user
+
+
+async def _issue_access_token(
+    connection: AsyncConnection,
+    runtime: Runtime,
+    *,
+    user_id: int,
+    client_pk: int,
+    refresh_token_id: int,
+    now: datetime,
+) -> str:
+    """A new access token from a refresh token (login and renew); only its digest is kept."""
+    access_token = tokens.new_token()
+    await repository.insert_access_token(
+        connection,
+        token_digest=tokens.digest(access_token),
+        user_id=user_id,
+        client_pk=client_pk,
+        refresh_token_id=refresh_token_id,
+        now=now,
+        expires_at=now + timedelta(seconds=runtime.settings.access_token_ttl),
+    )
+    return access_token
 
 
 async def login(
@@ -59,120 +146,82 @@ async def login(
 ) -> IssuedTokens:
     """Resource-owner password grant: a new refresh token and access token for the user.
 
-    Failures are throttled per username and per client address before any password check.
-    Audited, whatever the outcome.
+    The client, then the username and address, are throttle-checked before any password
+    check. Audited, whatever the outcome.
     """
     with AuditEvent("login", user_id=None, client_id=None, client_address=client_address) as event:
-        return await _login(
-            runtime,
-            credentials,
-            event,
-            username=username,
-            password=password,
-            client_address=client_address,
+        by_username = (throttling.LOGIN_USERNAME, username_key(username))
+        by_address = (throttling.LOGIN_ADDRESS, client_address)
+        async with runtime.database.write() as connection:
+            client_pk = await _admit_client(
+                connection, runtime, credentials, event, client_address=client_address
+            )
+            if client_pk is not None:
+                attempt, user = await _admit_login(
+                    connection, runtime, by_username=by_username, by_address=by_address
+                )
+        if client_pk is None:
+            raise _invalid_client()
+        if user is not None:
+            event.fields["user_id"] = user.id
+        user = await _check_password(runtime, user, password)
+        new_hash = (
+            await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
+            if needs_rehash(user.password_hash)
+            else None
         )
-
-
-async def _login(
-    runtime: Runtime,
-    credentials: ClientCredentials,
-    event: AuditEvent,
-    *,
-    username: str,
-    password: str,
-    client_address: str,
-) -> IssuedTokens:
-    client_pk = await _authenticate_client(runtime, credentials, event)
-    settings = runtime.settings
-    by_username = (throttling.LOGIN_USERNAME, username_key(username))
-    by_address = (throttling.LOGIN_ADDRESS, client_address)
-    async with runtime.database.write() as connection:
-        await throttling.ensure_allowed(
-            connection,
-            [
-                (by_username, settings.throttle_login_per_username),
-                (by_address, settings.throttle_login_per_address),
-            ],
-            utcnow(),
-            what="logins",
-        )
-        # the attempt counts as a failure until the password proves right, recorded with the
-        # check that let it through: concurrent guesses cannot all slip past the limit
-        attempt = await throttling.record_failures(connection, [by_username, by_address], utcnow())
-        user = await repository.find_login_user(connection, by_username[1])
-    if user is not None:
-        event.fields["user_id"] = user.id
-    # an unknown user is verified against a dummy hash: same answer, about the same time
-    valid = await verify_password_off_loop(
-        user.password_hash if user else None, password, limiter=runtime.hashing_limiter
-    )
-    if user is None or not valid or user.disabled_at is not None:
-        raise OAuthError("invalid_grant", "Wrong username or password.")
-    new_hash = (
-        await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
-        if needs_rehash(user.password_hash)
-        else None
-    )
-    access_token, refresh_token, now = tokens.new_token(), tokens.new_token(), utcnow()
-    async with runtime.database.write() as connection:
-        await throttling.clear_failures(connection, by_username)
-        await throttling.forget_failures(connection, attempt)
-        if new_hash:
-            await users_repository.set_password_hash(connection, user.id, new_hash)
-        refresh_id = await repository.insert_refresh_token(
-            connection,
-            token_digest=tokens.digest(refresh_token),
-            user_id=user.id,
-            client_pk=client_pk,
-            now=now,
-            expires_at=now + timedelta(seconds=settings.refresh_token_ttl),
-        )
-        await repository.insert_access_token(
-            connection,
-            token_digest=tokens.digest(access_token),
-            user_id=user.id,
-            client_pk=client_pk,
-            refresh_token_id=refresh_id,
-            now=now,
-            expires_at=now + timedelta(seconds=settings.access_token_ttl),
-        )
-    return IssuedTokens(access_token, settings.access_token_ttl, refresh_token)
+        refresh_token, now = tokens.new_token(), utcnow()
+        async with runtime.database.write() as connection:
+            await throttling.clear_failures(connection, by_username)
+            await throttling.forget_failures(connection, attempt)
+            if new_hash:
+                await users_repository.set_password_hash(connection, user.id, new_hash)
+            refresh_id = await repository.insert_refresh_token(
+                connection,
+                token_digest=tokens.digest(refresh_token),
+                user_id=user.id,
+                client_pk=client_pk,
+                now=now,
+                expires_at=now + timedelta(seconds=runtime.settings.refresh_token_ttl),
+            )
+            access_token = await _issue_access_token(
+                connection, runtime, user_id=user.id, client_pk=client_pk,
+                refresh_token_id=refresh_id, now=now,
+            )  # fmt: skip
+        return IssuedTokens(access_token, runtime.settings.access_token_ttl, refresh_token)
 
 
 async def renew(
-    runtime: Runtime, credentials: ClientCredentials, *, refresh_token: str
+    runtime: Runtime, credentials: ClientCredentials, *, refresh_token: str, client_address: str
 ) -> IssuedTokens:
     """A new access token from a live refresh token of the same client; no rotation."""
     with AuditEvent("renew", user_id=None, client_id=None) as event:
-        return await _renew(runtime, credentials, event, refresh_token=refresh_token)
+        now = utcnow()
+        async with runtime.database.write() as connection:
+            client_pk = await _admit_client(
+                connection, runtime, credentials, event, client_address=client_address
+            )
+            if client_pk is not None:
+                grant = await repository.find_live_refresh_token(
+                    connection, tokens.digest(refresh_token), now
+                )
+                if grant is None or grant.client_pk != client_pk:
+                    raise OAuthError(
+                        "invalid_grant", "The refresh token is invalid, expired or revoked."
+                    )
+                event.fields["user_id"] = grant.user_id
+                access_token = await _issue_access_token(
+                    connection, runtime, user_id=grant.user_id, client_pk=client_pk,
+                    refresh_token_id=grant.id, now=now,
+                )  # fmt: skip
+        if client_pk is None:
+            raise _invalid_client()
+        return IssuedTokens(access_token, runtime.settings.access_token_ttl)
 
 
-async def _renew(
-    runtime: Runtime, credentials: ClientCredentials, event: AuditEvent, *, refresh_token: str
-) -> IssuedTokens:
-    client_pk = await _authenticate_client(runtime, credentials, event)
-    settings = runtime.settings
-    access_token, now = tokens.new_token(), utcnow()
-    async with runtime.database.write() as connection:
-        grant = await repository.find_live_refresh_token(
-            connection, tokens.digest(refresh_token), now
-        )
-        if grant is None or grant.client_pk != client_pk:
-            raise OAuthError("invalid_grant", "The refresh token is invalid, expired or revoked.")
-        event.fields["user_id"] = grant.user_id
-        await repository.insert_access_token(
-            connection,
-            token_digest=tokens.digest(access_token),
-            user_id=grant.user_id,
-            client_pk=client_pk,
-            refresh_token_id=grant.id,
-            now=now,
-            expires_at=now + timedelta(seconds=settings.access_token_ttl),
-        )
-    return IssuedTokens(access_token, settings.access_token_ttl)
-
-
-async def revoke(runtime: Runtime, credentials: ClientCredentials, *, token: str) -> None:
+async def revoke(
+    runtime: Runtime, credentials: ClientCredentials, *, token: str, client_address: str
+) -> None:
     """RFC 7009 revocation of one of the client's own tokens, access or refresh.
 
     Unknown tokens, tokens already revoked and tokens of other clients all get the same
@@ -180,11 +229,17 @@ async def revoke(runtime: Runtime, credentials: ClientCredentials, *, token: str
     looked for whatever ``token_type_hint`` says: a digest lookup is cheap.
     """
     with AuditEvent("revoke", client_id=None) as event:
-        client_pk = await _authenticate_client(runtime, credentials, event)
         token_digest, now = tokens.digest(token), utcnow()
         async with runtime.database.write() as connection:
-            if not await repository.revoke_access_token(connection, token_digest, client_pk, now):
+            client_pk = await _admit_client(
+                connection, runtime, credentials, event, client_address=client_address
+            )
+            if client_pk is not None and not await repository.revoke_access_token(
+                connection, token_digest, client_pk, now
+            ):
                 await repository.revoke_refresh_token(connection, token_digest, client_pk, now)
+        if client_pk is None:
+            raise _invalid_client()
         runtime.token_cache.forget_all()
 
 

@@ -48,7 +48,7 @@ def serve(
     if demo:
         if not filled:
             click.echo("The database is not empty: demo data not added.", err=True)
-        click.echo(demo_data.walkthrough(f"http://{host}:{port}"))
+        click.echo(demo_data.walkthrough(f"http://{host}:{port}", added=filled))
     # worker processes read their settings from the environment
     os.environ["DEVICECONTROL_DATABASE_URL"] = settings.database_url
     os.environ["DEVICECONTROL_LOG_FORMAT"] = log_format

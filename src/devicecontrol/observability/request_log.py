@@ -33,6 +33,8 @@ REQUEST_ID_PATTERN = "^[A-Za-z0-9._:+/=-]{1,128}$"  # also in the OpenAPI docume
 SANE_REQUEST_ID = re.compile(REQUEST_ID_PATTERN.encode())
 # the route of a request that matched none (unknown path, or a method the path lacks)
 UNMATCHED_ROUTE = "<unmatched>"
+# the longest unmatched path a line carries; a longer one is cut and ends in "..."
+MAX_LOGGED_PATH = 256
 # any other method token is counted and logged as OTHER: it must not add time series
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # probes and scrapes arrive every few seconds: their lines are debug, not info
@@ -44,6 +46,17 @@ access_log = logging.getLogger("devicecontrol.access")
 def new_request_id() -> str:
     """128 random bits in hex; ``random`` is enough for an id that is no secret, and cheap."""
     return f"{random.getrandbits(128):032x}"
+
+
+def unmatched_path(scope: Scope) -> str:
+    """What a client asked for that no route has, as sent (percent-encoded), for the log.
+
+    Never the query string: it may carry credentials. Cut to ``MAX_LOGGED_PATH`` so that
+    a hostile path cannot make lines huge.
+    """
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
+    path = raw.split(b"?", 1)[0].decode("ascii", "backslashreplace")
+    return path if len(path) <= MAX_LOGGED_PATH else path[: MAX_LOGGED_PATH - 3] + "..."
 
 
 def incoming_request_id(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
@@ -104,17 +117,19 @@ class RequestObserver:
         if not access_log.isEnabledFor(level):
             return
         user = scope.get("user")
-        emit(
-            access_log,
-            level,
-            {
-                "event": "request",
-                "request_id": request_id,
-                "method": method,
-                "route": route,
-                "status": status,
-                "duration_ms": round(seconds * 1000, 3),
-                "user_id": getattr(user, "user_id", None),
-                "client": scope_client_address(scope, self.trusted_proxies),
-            },
-        )
+        line = {
+            "event": "request",
+            "request_id": request_id,
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+            "user_id": getattr(user, "user_id", None),
+            "client": scope_client_address(scope, self.trusted_proxies),
+        }
+        if route is UNMATCHED_ROUTE:
+            # what clients call that the service lacks; the metrics keep the one route label
+            line["path"] = unmatched_path(scope)
+            if method == "OTHER":
+                line["unknown_method"] = scope["method"][:16]
+        emit(access_log, level, line)

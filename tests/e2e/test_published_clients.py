@@ -1,0 +1,285 @@
+"""The published client libraries, unmodified, against a real `devicecontrol serve` process.
+
+py-melissa-climate (``melissa``) and py-mclimate-api (``mclimate``) are what existing
+integrations run: the service is a drop-in only if they log in, list and read controllers
+without a change. Their base URL is a module constant, imported by name into each wrapper
+module, so every copy is pointed at the test server. They log in as the app they carry in
+their code (``mclimate`` / ``mclimate_core``), which the operator registers with the CLI.
+
+The device methods (``status``, ``send``) need the /provider endpoints, which the service
+does not have yet; geofences are not part of the service. Neither is exercised here.
+
+One server per backend serves the whole module: every test only reads, and the failed
+logins go to an account of their own, so none can throttle another test's logins.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mclimate
+import mclimate.async_wrapper
+import mclimate.core
+import mclimate.exceptions
+import mclimate.wrapper
+import melissa
+import melissa.async_wrapper
+import melissa.core
+import melissa.exceptions
+import melissa.wrapper
+import pytest
+
+from tests.conftest import BACKENDS, DatabaseFactory
+from tests.processes import run_cli, running_server
+
+CLIENT_ID, CLIENT_SECRET = "mclimate", "mclimate_core"  # hard-coded in both libraries
+OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
+OTHER, OTHER_PASSWORD = "bob@example.com", "bob-password-123"
+
+
+@dataclass(frozen=True)
+class Device:
+    serial: str
+    mac: str  # as given to the CLI
+    type: str
+    name: str
+    firmware: str
+    online: bool
+    owner: str | None
+
+
+# hers, in the order they are registered (the listing's order)
+HERS = [
+    Device("MEL-100", "aa:bb:cc:00:00:01", "melissa", "Living room", "1.2.3", True, OWNER),
+    Device("PLUG-200", "aa-bb-cc-00-00-02", "smart_plug", "Kettle", "2.0", False, OWNER),
+    Device("BOB-300", "aabbcc000003", "bobbie", "Radiator", "0.9", True, OWNER),
+]
+NOT_HERS = [
+    Device("MEL-900", "aa:bb:cc:00:00:09", "melissa", "Bob's", "1.0", True, OTHER),
+    Device("PLUG-901", "aa:bb:cc:00:00:0a", "smart_plug", "Spare", "1.0", False, None),
+]
+
+SYNC_CLASSES = [melissa.Melissa, mclimate.Mclimate]
+ASYNC_CLASSES = [melissa.AsyncMelissa, mclimate.AsyncMclimate]
+API_EXCEPTIONS = {
+    "melissa": melissa.exceptions.ApiException,
+    "mclimate": mclimate.exceptions.ApiException,
+}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    base_url: str
+    client_created: subprocess.CompletedProcess[str]
+    owner_id: int
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def create_user(email: str, password: str, database_url: str) -> int:
+    created = ok(run_cli("users", "create", email, "--password", password,
+                         database_url=database_url))  # fmt: skip
+    match = re.search(r"created user (\d+): ", created.stdout)
+    assert match, created.stdout
+    return int(match.group(1))
+
+
+def provision(database_url: str, workdir: Path) -> tuple[subprocess.CompletedProcess[str], int]:
+    """The libraries' app, two accounts and five controllers, all through the command line.
+
+    The controllers go in with one ``controllers import`` rather than five ``add``: each
+    command is a Python start-up, and the 2-core CI machine pays seconds for every one.
+    """
+    client_created = run_cli(
+        "clients", "create", CLIENT_ID, "--secret", CLIENT_SECRET, database_url=database_url
+    )
+    owner_id = create_user(OWNER, OWNER_PASSWORD, database_url)
+    create_user(OTHER, OTHER_PASSWORD, database_url)
+    path = workdir / "controllers.csv"
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["serial_number", "mac", "type", "name", "firmware_version", "online",
+                         "owner"])  # fmt: skip
+        for d in [*HERS, *NOT_HERS]:
+            writer.writerow([d.serial, d.mac, d.type, d.name, d.firmware,
+                             "true" if d.online else "false", d.owner or ""])  # fmt: skip
+    ok(run_cli("controllers", "import", str(path), database_url=database_url))
+    return client_created, owner_id
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def deployment(
+    request: pytest.FixtureRequest,
+    database_factories: dict[str, DatabaseFactory],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Deployment]:
+    """One provisioned database and one server per backend, shared by the module's tests.
+
+    Module-scoped because each start-up costs seconds; ``database_url`` is per test, so this
+    asks the session's database factory directly, as that fixture does.
+    """
+    factory = database_factories[request.param]
+    workdir = tmp_path_factory.mktemp(f"published-clients-{request.param}")
+    database_url = factory.new_url(workdir)
+    try:
+        client_created, owner_id = provision(database_url, workdir)
+        with running_server(database_url, workdir) as server:
+            yield Deployment(server.base_url, client_created, owner_id)
+    finally:
+        factory.drop(database_url)
+
+
+@pytest.fixture(autouse=True)
+def libraries_use_the_server(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every module that holds a copy of the base URL reads it at call time: patch them all."""
+    url = f"{deployment.base_url}/v1/%s"
+    for module in (melissa.core, melissa.wrapper, melissa.async_wrapper):
+        monkeypatch.setattr(module, "MELISSA_URL", url)
+    for module in (mclimate.core, mclimate.wrapper, mclimate.async_wrapper):
+        monkeypatch.setattr(module, "MCLIMATE_URL", url)
+
+
+def api_exception(library_class: type) -> type[Exception]:
+    return API_EXCEPTIONS[library_class.__module__.split(".")[0]]
+
+
+def expected_mac(device: Device) -> str:
+    return re.sub(r"[^0-9a-f]", "", device.mac.lower()).upper()
+
+
+def assert_logged_in(client: Any) -> None:
+    assert re.fullmatch(r"[0-9a-f]{40}", client.access_token)
+    assert re.fullmatch(r"[0-9a-f]{40}", client.refresh_token)
+    assert client.refresh_token != client.access_token
+    assert client.token_type == "Bearer"
+
+
+def assert_controller(body: dict[str, Any], device: Device, owner_id: int) -> None:
+    assert body["serial_number"] == device.serial
+    assert body["mac"] == expected_mac(device)
+    assert body["type"] == device.type
+    assert body["name"] == device.name
+    assert body["firmware_version"] == device.firmware
+    assert body["online"] is device.online
+    assert body["user_id"] == owner_id
+    assert body["_links"] == {"self": {"href": f"/v1/controllers/{device.serial}"}}
+
+
+def assert_her_devices(devices: dict[str, dict[str, Any]], owner_id: int) -> None:
+    """Exactly her controllers, in registration order, with the fields the libraries read."""
+    assert list(devices) == [device.serial for device in HERS]
+    for device in HERS:
+        assert_controller(devices[device.serial], device, owner_id)
+
+
+def assert_settings(settings: dict[str, Any], device: Device, owner_id: int) -> None:
+    assert_controller(settings["controller"], device, owner_id)
+    assert settings["_links"] == {"self": {"href": f"/v1/controllers/{device.serial}"}}
+
+
+def assert_not_found(error: Any, device: Device) -> None:
+    """The libraries raise with the body only (no status) when a read fails: read the body."""
+    problem = json.loads(error.message)
+    assert problem["status"] == 404
+    assert device.serial in problem["detail"]
+
+
+def test_clients_create_registers_the_libraries_short_secret_with_one_warning(
+    deployment: Deployment,
+) -> None:
+    """The published apps' secret is short and public: accepted, but the operator is told."""
+    created = ok(deployment.client_created)
+    warnings = created.stderr.splitlines()
+    assert len(warnings) == 1, created.stderr
+    assert warnings[0].startswith("Warning: the secret of mclimate is shorter than 16")
+    assert f"client_secret: {CLIENT_SECRET}" in created.stdout.splitlines()
+
+
+@pytest.mark.parametrize("library", SYNC_CLASSES, ids=lambda c: c.__name__)
+def test_sync_library_logs_in_lists_her_controllers_and_reads_each(
+    library: type, deployment: Deployment
+) -> None:
+    client = library(username=OWNER, password=OWNER_PASSWORD)  # logs in
+    assert_logged_in(client)
+
+    devices = client.fetch_devices()
+    assert devices is client.devices
+    assert_her_devices(devices, deployment.owner_id)
+
+    for device in HERS:
+        assert_settings(client.cur_settings(device.serial), device, deployment.owner_id)
+    for device in NOT_HERS:
+        with pytest.raises(api_exception(library)) as raised:
+            client.cur_settings(device.serial)
+        assert_not_found(raised.value, device)
+
+
+@pytest.mark.parametrize("library", SYNC_CLASSES, ids=lambda c: c.__name__)
+def test_sync_library_raises_its_api_exception_with_400_on_a_wrong_password(
+    library: type,
+) -> None:
+    with pytest.raises(api_exception(library)) as raised:
+        library(username=OTHER, password="not-the-password")
+    assert raised.value.status_code == 400
+    assert "invalid_grant" in raised.value.message
+
+
+@pytest.mark.parametrize("library", ASYNC_CLASSES, ids=lambda c: c.__name__)
+async def test_async_library_logs_in_lists_her_controllers_and_reads_each(
+    library: type, deployment: Deployment
+) -> None:
+    client = library(username=OWNER, password=OWNER_PASSWORD)
+    try:
+        assert not client.have_connection
+        await client.async_connect()
+        assert_logged_in(client)
+
+        devices = await client.async_fetch_devices()
+        assert devices is client.devices
+        assert_her_devices(devices, deployment.owner_id)
+
+        for device in HERS:
+            settings = await client.async_cur_settings(device.serial)
+            assert_settings(settings, device, deployment.owner_id)
+        for device in NOT_HERS:
+            with pytest.raises(api_exception(library)) as raised:
+                await client.async_cur_settings(device.serial)
+            assert_not_found(raised.value, device)
+    finally:
+        await close(client)
+
+
+@pytest.mark.parametrize("library", ASYNC_CLASSES, ids=lambda c: c.__name__)
+async def test_async_library_raises_its_api_exception_with_400_on_a_wrong_password(
+    library: type,
+) -> None:
+    client = library(username=OTHER, password="not-the-password")
+    try:
+        with pytest.raises(api_exception(library)) as raised:
+            await client.async_connect()
+        assert raised.value.status_code == 400
+        assert "invalid_grant" in raised.value.message
+        assert not client.have_connection
+    finally:
+        await close(client)
+
+
+async def close(client: Any) -> None:
+    """The session does not own its connector (connector_owner=False): close both.
+
+    Closing the session forgets the connector, so it is taken first.
+    """
+    connector = client.session.connector
+    await client.session.close()
+    if connector is not None and not connector.closed:
+        await connector.close()
