@@ -11,24 +11,74 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from argon2 import PasswordHasher
 from litestar.testing import AsyncTestClient
 from sqlalchemy.engine import make_url
 
 from devicecontrol.app import create_app
+from devicecontrol.auth import passwords
+from devicecontrol.clock import use_time_source
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
 from devicecontrol.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
+from tests.fake_time import FakeClock
 
 POSTGRESQL_URL_VARIABLE = "DEVICECONTROL_TEST_POSTGRESQL_URL"
 POSTGRESQL_URL = os.environ.get(POSTGRESQL_URL_VARIABLE, "").strip()
 BACKENDS = ["sqlite", "postgresql"] if POSTGRESQL_URL else ["sqlite"]
+# for tests of PostgreSQL alone: without the server they are skipped, and say what they need
+POSTGRESQL_ONLY = pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param(
+            "postgresql",
+            marks=pytest.mark.skipif(
+                not POSTGRESQL_URL,
+                reason=f"needs a PostgreSQL server: set {POSTGRESQL_URL_VARIABLE} (CI does)",
+            ),
+        )
+    ],
+)
+
+# argon2id at the lowest cost it accepts: production cost was half the in-process time
+TEST_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashing() -> Iterator[None]:
+    """Every in-process test hashes cheaply, unless it asks for ``production_hasher``.
+
+    Servers started as subprocesses (tests/processes.py) keep the production cost.
+    """
+    previous = passwords.use_hasher(TEST_HASHER)
+    yield
+    passwords.use_hasher(previous)
+
+
+@pytest.fixture
+def production_hasher() -> Iterator[PasswordHasher]:
+    """The real argon2 parameters, for tests about them: timing, rehash on login."""
+    previous = passwords.use_hasher(passwords.PRODUCTION_HASHER)
+    yield passwords.PRODUCTION_HASHER
+    passwords.use_hasher(previous)
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    """Time in this process stands still until the test calls ``clock.advance(seconds)``."""
+    fake = FakeClock()
+    previous = use_time_source(fake)
+    yield fake
+    use_time_source(previous)
 
 
 async def _migrate(database_url: str) -> None:
@@ -50,6 +100,7 @@ def _asyncpg_dsn(url: str) -> str:
 
 
 async def _postgresql_admin(statement: str) -> None:
+    """One statement on a connection of its own (before the session's admin exists)."""
     connection = await asyncpg.connect(_asyncpg_dsn(POSTGRESQL_URL), timeout=10)
     try:
         await connection.execute(statement)
@@ -57,12 +108,41 @@ async def _postgresql_admin(statement: str) -> None:
         await connection.close()
 
 
+class PostgresAdmin:
+    """One admin connection for the whole run, on an event loop in a thread of its own.
+
+    Creating and dropping a database per test used to open a new event loop and connection
+    each time; this keeps one of each. Its own thread, because the tests' loops come and go.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._connection: asyncpg.Connection = self._run(
+            asyncpg.connect(_asyncpg_dsn(POSTGRESQL_URL), timeout=10)
+        )
+
+    def _run(self, work: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout=60)
+
+    def execute(self, statement: str) -> None:
+        self._run(self._connection.execute(statement))
+
+    def close(self) -> None:
+        self._run(self._connection.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+
 class DatabaseFactory:
     """Hands out fresh migrated databases for one backend; cleans up what it made."""
 
-    def __init__(self, backend: str, workdir: Path) -> None:
+    def __init__(self, backend: str, workdir: Path, admin: PostgresAdmin | None) -> None:
         self.backend = backend
         self.workdir = workdir
+        self.admin = admin
         self.prefix = f"dctest_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         self.template: str | None = None
         self.made: list[str] = []
@@ -75,7 +155,7 @@ class DatabaseFactory:
                 self.template = str(path)
             else:
                 name = f"{self.prefix}_template"
-                asyncio.run(_postgresql_admin(f'CREATE DATABASE "{name}"'))
+                self._admin(f'CREATE DATABASE "{name}"')
                 self.made.append(name)
                 asyncio.run(_migrate(_postgresql_url_for(name)))
                 self.template = name
@@ -88,20 +168,24 @@ class DatabaseFactory:
             shutil.copyfile(template, path)
             return f"sqlite:///{path}"
         name = f"{self.prefix}_{uuid.uuid4().hex[:10]}"
-        asyncio.run(_postgresql_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         self.made.append(name)
         return _postgresql_url_for(name)
 
     def drop(self, url: str) -> None:
         if self.backend == "postgresql":
             name = make_url(url).database
-            asyncio.run(_postgresql_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             self.made.remove(name)
 
     def drop_all(self) -> None:
         for name in reversed(list(self.made)):
-            asyncio.run(_postgresql_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self.made.clear()
+
+    def _admin(self, statement: str) -> None:
+        assert self.admin is not None, "PostgreSQL statements need the session's admin"
+        self.admin.execute(statement)
 
 
 @pytest.fixture(scope="session")
@@ -113,10 +197,13 @@ def database_factories(
             asyncio.run(_postgresql_admin("SELECT 1"))
         except (OSError, asyncpg.PostgresError) as exc:
             pytest.exit(f"{POSTGRESQL_URL_VARIABLE} is set but PostgreSQL is unreachable: {exc}", 3)
-    factories = {b: DatabaseFactory(b, tmp_path_factory.mktemp(b)) for b in BACKENDS}
+    admin = PostgresAdmin() if POSTGRESQL_URL else None
+    factories = {b: DatabaseFactory(b, tmp_path_factory.mktemp(b), admin) for b in BACKENDS}
     yield factories
     for factory in factories.values():
         factory.drop_all()
+    if admin is not None:
+        admin.close()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -131,6 +218,23 @@ def database_url(
     """A clean, migrated database of its own for this test."""
     factory = database_factories[backend]
     url = factory.new_url(tmp_path)
+    yield url
+    factory.drop(url)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_database_url(
+    request: pytest.FixtureRequest,
+    database_factories: dict[str, DatabaseFactory],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """A clean, migrated database shared by one module's tests, on each backend.
+
+    For a server those tests share: each start-up costs seconds. Only tests whose answers
+    do not depend on what the others did may share one.
+    """
+    factory = database_factories[request.param]
+    url = factory.new_url(tmp_path_factory.mktemp(f"shared-{request.param}"))
     yield url
     factory.drop(url)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from argon2 import PasswordHasher
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
 from devicecontrol.auth.clients import create_client
-from devicecontrol.auth.passwords import hash_password
+from devicecontrol.auth.passwords import active_hasher
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
 from devicecontrol.runtime import Runtime
@@ -23,9 +24,17 @@ PASSWORD = "correct horse battery staple"
 
 
 @cache
+def _password_hash_of(password: str, hasher: PasswordHasher) -> str:
+    return hasher.hash(password)
+
+
 def _password_hash(password: str) -> str:
-    """argon2id is slow by design; tests reuse one real hash per password."""
-    return hash_password(password)
+    """argon2id is slow by design; tests reuse one real hash per password and hasher.
+
+    Keyed on the active hasher: a test on the production parameters must get a hash that
+    costs what production's do, not the cheap test profile's.
+    """
+    return _password_hash_of(password, active_hasher())
 
 
 async def make_client(

@@ -7,7 +7,9 @@ setting in the developer's shell never leaks into a test; tests pass what they n
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,11 +27,41 @@ SERVER_START_TIMEOUT_S = 30
 DEVICECONTROL = [sys.executable, "-m", "devicecontrol"]
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
+# Ports for servers the tests start: each pytest-xdist worker hands out its own block, below
+# Linux's ephemeral range (32768-60999), so neither another worker nor an outgoing socket
+# is given the same one. Asking the OS for port 0 instead could give two workers one port
+# between the probe and the server's bind.
+FIRST_TEST_PORT = 20000
+PORTS_PER_WORKER = 1000
+_port_sequence = itertools.count(random.randrange(PORTS_PER_WORKER))
+
+
+def _xdist_worker_number() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # "gw3" under xdist
+    return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
+def _can_bind(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port of this worker's block that nothing listens on right now.
+
+    The block starts at a random place in each run, so two test runs at once (two
+    checkouts on one machine) rarely meet, and a port found taken is skipped.
+    """
+    base = FIRST_TEST_PORT + _xdist_worker_number() * PORTS_PER_WORKER
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_port_sequence) % PORTS_PER_WORKER
+        if _can_bind(port):
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + PORTS_PER_WORKER - 1}")
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -77,6 +77,8 @@ def settings(database_url: str) -> Settings:
         throttle_login_per_address=lots,
         throttle_claim_per_controller=lots,
         throttle_claim_per_user=lots,
+        throttle_client_per_id=lots,
+        throttle_client_per_address=lots,
     )
 
 
@@ -291,8 +293,8 @@ def _token_outcome(endpoint: str, name: str, value: Any) -> dict[str, Any]:
     """What a token request with this value in this field must get."""
     if _field_problem(value, required=name not in OPTIONAL_TOKEN_FIELDS):
         return {"status": 400, "error": "invalid_request", "field": name}
-    if name in ("client_id", "client_secret"):
-        return {"status": 401, "error": "invalid_client"}
+    if name in ("client_id", "client_secret"):  # counted per client id and per address
+        return {"status": 401, "error": "invalid_client", "throttled": 2}
     if endpoint == "login":  # a failed login is counted per username and per address
         return {"status": 400, "error": "invalid_grant", "throttled": 2}
     if endpoint == "renew":
@@ -615,7 +617,8 @@ def content_type_cases(target: str) -> list[Case]:
     method, path, body, normal = CONTENT_TARGETS[target]
     token = path.startswith(TOKEN_PATHS)
     raw = json.dumps(body).encode()
-    error = {"error": "invalid_client"} if normal == 401 else {}
+    # a well-formed wrong client is counted per client id and per address (the throttle)
+    error = {"error": "invalid_client", "throttled": 2} if normal == 401 else {}
     if normal == 400:
         error = {"error": "invalid_grant"}
     cases = [
@@ -971,6 +974,10 @@ BAD_BASIC: dict[str, tuple[tuple[bytes, bytes], int]] = {
 }
 
 
+# well-formed Basic credentials of no client: they reach the client check, which counts them
+COUNTED_BASIC = frozenset({"wrong-secret", "percent-invalid-utf8", "sql"})
+
+
 def basic_cases(endpoint: str) -> list[Case]:
     body = {k: v for k, v in TOKEN_BODIES[endpoint].items() if not k.startswith("client_")}
     return [
@@ -983,6 +990,7 @@ def basic_cases(endpoint: str) -> list[Case]:
             bearer=False,
             status=status,
             error="invalid_client" if status == 401 else "invalid_request",
+            throttled=2 if label in COUNTED_BASIC else 0,
         )
         for label, (header, status) in BAD_BASIC.items()
     ]

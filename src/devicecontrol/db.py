@@ -15,7 +15,8 @@ aiosqlite call is a hop to its worker thread and back (see docs/PERFORMANCE.md).
 
 On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``errors.py``) rather
 than a hung request, and the pool heals by itself when the server returns: see
-"Database outages" in docs/DESIGN.md.
+"Database outages" in docs/DESIGN.md. The driver's own socket errors and timeouts come out
+as ``DatabaseUnreachable``, so that no other ``OSError`` passes for an outage.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, Engine, Result, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, ExceptionContext, Result, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.sql.base import Executable
@@ -77,6 +78,45 @@ def async_url(database_url: str) -> URL:
     if backend in {"postgresql", "postgres"}:
         return url.set(drivername="postgresql+asyncpg")
     raise SettingsError(f"unsupported database {backend!r}: use sqlite:/// or postgresql://")
+
+
+class DatabaseUnreachable(OperationalError):
+    """An ``OSError`` the driver raised while connecting to or talking with the database.
+
+    asyncpg raises refused, reset, unresolvable and timed-out connections as bare
+    ``OSError``; named here, at the one place they come from, they are told apart from
+    ``OSError`` raised by anything else (a file, a bug), which is no outage.
+    """
+
+    def __init__(self, orig: OSError) -> None:
+        super().__init__(None, None, orig)
+
+
+class DatabaseTimedOut(DatabaseUnreachable, TimeoutError):
+    """A connect or statement timeout: still a ``TimeoutError`` to whoever waits it out."""
+
+
+def _unreachable(exc: OSError) -> DatabaseUnreachable:
+    return DatabaseTimedOut(exc) if isinstance(exc, TimeoutError) else DatabaseUnreachable(exc)
+
+
+def _name_driver_oserrors(engine: Engine) -> None:
+    """Raise the driver's own ``OSError`` as ``DatabaseUnreachable``, on connect and after."""
+
+    @event.listens_for(engine, "do_connect")
+    def connect(dialect: Dialect, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except OSError as exc:
+            raise _unreachable(exc) from exc
+
+    @event.listens_for(engine, "handle_error")
+    def statement_failed(context: ExceptionContext) -> BaseException | None:
+        # a failed pre-ping must stay the driver's error: the pool reconnects on it
+        original = context.original_exception
+        if isinstance(original, OSError) and not context.is_pre_ping:
+            return _unreachable(original)
+        return None
 
 
 class Reader(Protocol):
@@ -143,7 +183,7 @@ def create_engine(
         _configure_sqlite(engine)
         return engine
     pool_size, max_overflow = POSTGRES_READ_POOL if autocommit else POSTGRES_WRITE_POOL
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         pool_size=pool_size,
@@ -159,6 +199,8 @@ def create_engine(
             "command_timeout": command_timeout_s,
         },
     )
+    _name_driver_oserrors(engine.sync_engine)
+    return engine
 
 
 def create_inline_reader_engine(url: URL) -> Engine:
@@ -196,15 +238,15 @@ class Database:
         self.url = database_url
         self.engine = create_engine(database_url, command_timeout_s=command_timeout_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
-        self._inline_reads: Engine | None = None
         self._write_turn: asyncio.Lock | None = None
+        # SQLite reads on the loop's thread through plain sqlite3; PostgreSQL in autocommit
+        self._reads: Engine | AsyncEngine
         if self.is_sqlite:
-            self._inline_reads = create_inline_reader_engine(self.engine.url)
+            self._reads = create_inline_reader_engine(self.engine.url)
             self._write_turn = asyncio.Lock()
             self._writer = self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
-            self._reader = self.engine  # unused: reads go inline
         else:
-            self._reader = create_engine(
+            self._reads = create_engine(
                 database_url, command_timeout_s=command_timeout_s, autocommit=True
             )
             self._writer = self.engine
@@ -212,12 +254,12 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Reader]:
         """A connection for reading; nothing it runs is in a transaction."""
-        if self._inline_reads is not None:
-            with self._inline_reads.connect() as connection:
-                yield InlineReader(connection)
+        if isinstance(self._reads, AsyncEngine):
+            async with self._reads.connect() as connection:
+                yield connection
             return
-        async with self._reader.connect() as connection:
-            yield connection
+        with self._reads.connect() as connection:
+            yield InlineReader(connection)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -231,12 +273,11 @@ class Database:
 
     def pool_usage(self) -> dict[str, tuple[int, int]]:
         """(checked out, pool size) of the read and the write pool, for /metrics."""
-        read_pool = (self._inline_reads or self._reader).pool
-        return {"read": _usage(read_pool), "write": _usage(self.engine.pool)}
+        return {"read": _usage(self._reads.pool), "write": _usage(self.engine.pool)}
 
     async def dispose(self) -> None:
         await self.engine.dispose()
-        if self._reader is not self.engine:
-            await self._reader.dispose()
-        if self._inline_reads is not None:
-            self._inline_reads.dispose()
+        if isinstance(self._reads, AsyncEngine):
+            await self._reads.dispose()
+        else:
+            self._reads.dispose()

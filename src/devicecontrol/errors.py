@@ -1,13 +1,15 @@
 """Domain errors, and their one mapping to RFC 9457 problem+json responses.
 
 Services raise the domain errors below and never build HTTP responses; ``EXCEPTION_HANDLERS``
-turns those, Litestar's own HTTP errors and database outages into problem bodies. Nothing a
-client sends may produce a stack trace or SQL text in a body.
+turns those, Litestar's own HTTP errors and database outages into problem bodies. Anything
+else is a 500 with a generic body and its traceback in the log. Nothing a client sends may
+produce a stack trace or SQL text in a body.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from http import HTTPStatus
 from typing import Any, ClassVar
 
@@ -17,6 +19,8 @@ from litestar.exceptions import HTTPException, ValidationException
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from devicecontrol.db import DatabaseUnreachable
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 REALM = 'Bearer realm="devicecontrol"'
 DATABASE_RETRY_AFTER_S = 5
@@ -24,6 +28,10 @@ DATABASE_RETRY_AFTER_S = 5
 # 08 connection exception, 53 insufficient resources (too many connections, disk full),
 # 57P0x shutting down, crashed, or still starting up ("the database system is starting up")
 OUTAGE_SQLSTATE_PREFIXES = ("08", "53", "57P0")
+# SQLite's primary result codes of a file it cannot use right now: busy or locked past the
+# busy timeout, out of memory, an I/O error, a full disk, a file it cannot open. Every other
+# OperationalError (no such table, a syntax error) is a bug in a query.
+OUTAGE_SQLITE_CODES = frozenset({5, 6, 7, 10, 13, 14})
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +199,22 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes
     return problem_response(status, detail, headers=dict(exc.headers or {}))
 
 
-def _is_outage(exc: DBAPIError) -> bool:
-    if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+def is_database_outage(exc: BaseException) -> bool:
+    """The database cannot serve right now (refused, reset, timed out, locked, unopenable).
+
+    Only errors of the database layer qualify: any other exception, an ``OSError`` included,
+    is a bug to be logged with its traceback, never a 503 that hides it.
+    """
+    if isinstance(exc, PoolTimeoutError | DatabaseUnreachable):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    if isinstance(exc.orig, sqlite3.Error):
+        code = getattr(exc.orig, "sqlite_errorcode", None)
+        return isinstance(code, int) and (code & 0xFF) in OUTAGE_SQLITE_CODES
+    if isinstance(exc, OperationalError | InterfaceError):
         return True
     # asyncpg's refusals while connecting arrive as a plain DBAPIError carrying the SQLSTATE
     sqlstate = getattr(exc.orig, "sqlstate", None)
@@ -200,10 +222,12 @@ def _is_outage(exc: DBAPIError) -> bool:
 
 
 def _database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Outages (refused, reset, timed out, locked, unopenable) are 503; query bugs stay 500."""
-    if isinstance(exc, DBAPIError) and not _is_outage(exc):
+    """Outages are 503; a query bug, or any other error of the database layer, stays 500."""
+    if not is_database_outage(exc):
         return _internal_error(request, exc)
-    log.warning("database unavailable: %s", type(exc).__name__)
+    cause = getattr(exc, "orig", None)
+    name = type(exc).__name__ if cause is None else f"{type(exc).__name__} ({type(cause).__name__})"
+    log.warning("database unavailable: %s", name)
     return problem_response(
         503,
         "The database is unavailable; try again shortly.",
@@ -222,6 +246,5 @@ EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
     HTTPException: _http_error,
     DBAPIError: _database_unavailable,
     PoolTimeoutError: _database_unavailable,
-    OSError: _database_unavailable,
     Exception: _internal_error,
 }

@@ -11,16 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, Table, delete, exists, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import housekeeping_repository as repository
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
-from devicecontrol.tables import access_tokens, refresh_tokens, throttle_failures
 
 PURGE_BATCH_ROWS = 5000
 logger = logging.getLogger("devicecontrol.housekeeping")
@@ -31,10 +31,6 @@ class PurgeReport:
     access_tokens: int
     refresh_tokens: int
     throttle_records: int
-
-
-def _dead(table: Table, now: datetime) -> ColumnElement[bool]:
-    return or_(table.c.expires_at <= now, table.c.revoked_at.is_not(None))
 
 
 def longest_throttle_window(settings: Settings) -> timedelta:
@@ -50,12 +46,15 @@ def longest_throttle_window(settings: Settings) -> timedelta:
     return timedelta(seconds=max(rule.window_s for rule in rules))
 
 
-async def _delete_in_batches(database: Database, table: Table, condition: Any) -> int:
+DeleteBatch = Callable[[AsyncConnection, int], Awaitable[int]]
+
+
+async def _delete_in_batches(database: Database, delete_batch: DeleteBatch) -> int:
+    """Batches of ``PURGE_BATCH_ROWS``, each its own transaction, until one comes up short."""
     deleted = 0
     while True:
-        batch = select(table.c.id).where(condition).limit(PURGE_BATCH_ROWS).scalar_subquery()
         async with database.write() as connection:
-            count = (await connection.execute(delete(table).where(table.c.id.in_(batch)))).rowcount
+            count = await delete_batch(connection, PURGE_BATCH_ROWS)
         deleted += count
         if count < PURGE_BATCH_ROWS:
             return deleted
@@ -68,14 +67,17 @@ async def purge(database: Database, settings: Settings, now: datetime | None = N
     late in its life can outlast it); it goes in the first purge after that one.
     """
     now = now or utcnow()
-    access = await _delete_in_batches(database, access_tokens, _dead(access_tokens, now))
-    still_referenced = exists().where(access_tokens.c.refresh_token_id == refresh_tokens.c.id)
-    refresh = await _delete_in_batches(
-        database, refresh_tokens, _dead(refresh_tokens, now) & ~still_referenced
-    )
     cutoff = now - longest_throttle_window(settings)
+    access = await _delete_in_batches(
+        database, lambda c, limit: repository.delete_dead_access_tokens(c, now, limit=limit)
+    )
+    # after the access tokens: a refresh token goes once none issued from it is left
+    refresh = await _delete_in_batches(
+        database,
+        lambda c, limit: repository.delete_dead_unreferenced_refresh_tokens(c, now, limit=limit),
+    )
     throttled = await _delete_in_batches(
-        database, throttle_failures, throttle_failures.c.created_at <= cutoff
+        database, lambda c, limit: repository.delete_throttle_failures(c, until=cutoff, limit=limit)
     )
     return PurgeReport(access_tokens=access, refresh_tokens=refresh, throttle_records=throttled)
 

@@ -8,12 +8,15 @@ import time
 from datetime import timedelta
 
 import pytest
+from argon2 import PasswordHasher, extract_parameters
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
 from devicecontrol.app import create_app
+from devicecontrol.auth.passwords import needs_rehash
 from devicecontrol.config import Settings
-from devicecontrol.tables import access_tokens, refresh_tokens
+from devicecontrol.tables import access_tokens, refresh_tokens, users
+from devicecontrol.users import repository as users_repository
 from devicecontrol.users.service import disable_user
 from tests.auth.oauth import (
     EMAIL,
@@ -140,8 +143,13 @@ async def test_wrong_password_and_unknown_user_get_the_same_answer(runtime, clie
     assert headers[0] == headers[1]
 
 
-async def test_unknown_user_costs_a_password_check_like_a_wrong_password(runtime, client):
-    """Timing must not reveal accounts: an unknown user is checked against a dummy hash."""
+async def test_unknown_user_costs_a_password_check_like_a_wrong_password(
+    runtime, client, production_hasher
+):
+    """Timing must not reveal accounts: an unknown user is checked against a dummy hash.
+
+    At production cost: with the cheap test profile the hash is lost in the request's noise.
+    """
     await account(runtime)
 
     async def seconds(**overrides: str) -> float:
@@ -155,6 +163,36 @@ async def test_unknown_user_costs_a_password_check_like_a_wrong_password(runtime
     unknown = statistics.median([await seconds(username="nobody@example.com") for _ in range(3)])
     assert unknown > 0.4 * wrong, (unknown, wrong)
     assert wrong > 0.4 * unknown, (unknown, wrong)
+
+
+async def test_login_rehashes_a_password_hashed_with_other_parameters(
+    runtime, client, production_hasher
+):
+    """A hash from older, weaker parameters is replaced by one of today's at the next login."""
+    user_id = await account(runtime)
+    weak = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1).hash(PASSWORD)
+    async with runtime.database.write() as connection:
+        await users_repository.set_password_hash(connection, user_id, weak)
+    assert needs_rehash(weak)
+
+    async def stored_hash() -> str:
+        async with runtime.database.read() as connection:
+            query = select(users.c.password_hash).where(users.c.id == user_id)
+            return (await connection.execute(query)).scalar_one()
+
+    assert (await post_login(client)).status_code == 200
+    rehashed = await stored_hash()
+    assert rehashed != weak
+    parameters = extract_parameters(rehashed)
+    assert (parameters.time_cost, parameters.memory_cost, parameters.parallelism) == (
+        production_hasher.time_cost,
+        production_hasher.memory_cost,
+        production_hasher.parallelism,
+    )
+    assert not needs_rehash(rehashed)
+    # the new hash opens the account, and a current hash is left as it is
+    assert (await post_login(client)).status_code == 200
+    assert await stored_hash() == rehashed
 
 
 async def test_disabled_user_cannot_log_in(runtime, client):

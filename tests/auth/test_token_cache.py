@@ -8,8 +8,6 @@ tests/e2e/test_two_processes.py.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -25,8 +23,6 @@ from devicecontrol.tables import access_tokens
 from tests.auth.oauth import account, post_login
 from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer
 
-STALENESS_BOUND_S = 1.0
-POLL_S = 0.01
 SHORT_TTL_MS = 300
 
 
@@ -60,27 +56,21 @@ async def revoke_out_of_band(runtime) -> None:
         await connection.execute(update(access_tokens).values(revoked_at=utcnow()))
 
 
-async def seconds_until_refused(client: AsyncTestClient, token: str) -> float:
-    started = time.monotonic()
-    while (status := await me_status(client, token)) == 200:
-        assert time.monotonic() - started <= STALENESS_BOUND_S, "revoked token still served"
-        await asyncio.sleep(POLL_S)
-    assert status == 401
-    return time.monotonic() - started
-
-
 async def test_a_token_revoked_elsewhere_is_served_from_the_cache_until_its_ttl_ends(
-    runtime, cached_client
+    runtime, cached_client, clock
 ):
+    """Time is moved, not waited for: just before the TTL ends and just after it."""
     await account(runtime)
     token = await access_token(cached_client)
     assert await me_status(cached_client, token) == 200  # checked once: now cached
     await revoke_out_of_band(runtime)
     # the cache is really in the path (the database already says no) ...
     assert await me_status(cached_client, token) == 200
-    # ... and it lets go within its TTL, well inside the one-second bound
-    waited = await seconds_until_refused(cached_client, token)
-    assert waited <= SHORT_TTL_MS / 1000 + 0.2
+    clock.advance(SHORT_TTL_MS / 1000 - 0.001)
+    assert await me_status(cached_client, token) == 200, "served for less than its TTL"
+    # ... and it lets go when its TTL ends, well inside the one-second bound
+    clock.advance(0.002)
+    assert await me_status(cached_client, token) == 401, "revoked token still served"
 
 
 async def test_with_the_cache_off_a_revocation_elsewhere_holds_on_the_next_request(
@@ -105,17 +95,23 @@ async def test_a_revocation_made_by_this_process_holds_at_once(runtime, cached_c
     assert await me_status(cached_client, token) == 401
 
 
-async def test_a_cached_token_past_its_expiry_is_refused_at_once(runtime, cached_client):
+async def test_a_cached_token_past_its_expiry_is_refused_at_once(runtime, database_url, clock):
+    """The token expires while its cache entry is still fresh: the entry must not outlive it."""
     await account(runtime)
-    token = await access_token(cached_client)
-    async with runtime.database.write() as connection:  # expires a second from now
-        await connection.execute(
-            update(access_tokens).values(expires_at=utcnow() + timedelta(seconds=1))
-        )
-    # the cache has not seen it yet: this call reads (and caches) the new expiry
-    assert await me_status(cached_client, token) == 200
-    await asyncio.sleep(1.1)  # past the expiry, though the cache entry may be fresh
-    assert await me_status(cached_client, token) == 401
+    settings = Settings(database_url=database_url, token_cache_ms=MAX_TOKEN_CACHE_MS)
+    async with AsyncTestClient(app=create_app(settings)) as cached_for_a_second:
+        token = await access_token(cached_for_a_second)
+        clock.advance(0.5)  # utcnow() is second precision: now the expiry below is 0.5 s away
+        async with runtime.database.write() as connection:
+            await connection.execute(
+                update(access_tokens).values(expires_at=utcnow() + timedelta(seconds=1))
+            )
+        # the cache has not seen it yet: this call reads (and caches) the new expiry
+        assert await me_status(cached_for_a_second, token) == 200
+        clock.advance(0.499)
+        assert await me_status(cached_for_a_second, token) == 200
+        clock.advance(0.002)  # past the expiry, with about half the entry's TTL left
+        assert await me_status(cached_for_a_second, token) == 401
 
 
 def test_an_entry_is_served_only_until_the_token_expires():
@@ -127,6 +123,15 @@ def test_an_entry_is_served_only_until_the_token_expires():
     assert cache.user_of("expired") is None
     assert cache.user_of("never seen") is None
     cache.forget_all()
+    assert cache.user_of("live") is None
+
+
+def test_an_entry_is_served_for_the_ttl_and_not_after(clock):
+    cache = TokenCache(SHORT_TTL_MS)
+    cache.remember("live", 7, utcnow() + timedelta(hours=1))
+    clock.advance(SHORT_TTL_MS / 1000 - 0.001)
+    assert cache.user_of("live") == 7
+    clock.advance(0.002)
     assert cache.user_of("live") is None
 
 

@@ -14,7 +14,14 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
 from devicecontrol.tables import clients, metadata
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    cli_process,
+    rows,
+    snapshot,
+)
 from tests.factories import make_client
 
 SCHEMA_TABLES = {table.name for table in metadata.sorted_tables} | {"alembic_version"}
@@ -85,9 +92,12 @@ async def test_db_upgrade_on_an_unusable_url_fails_in_one_line(url, fragment, tm
 
 
 async def test_an_unopenable_sqlite_file_fails_in_one_line_even_when_many_run_at_once(tmp_path):
-    # aiosqlite's worker thread once raced the closing event loop and printed a traceback
+    # aiosqlite's worker thread once raced the closing event loop and printed a traceback:
+    # real processes, as only one in-process command runs at a time
     url = f"sqlite:///{tmp_path / 'missing-directory' / 'x.db'}"
-    results = await asyncio.gather(*(cli("db", "upgrade", database_url=url) for _ in range(24)))
+    results = await asyncio.gather(
+        *(cli_process("db", "upgrade", database_url=url) for _ in range(8))
+    )
     for result in results:
         assert_one_line_error(result, "database unavailable")
 
@@ -95,7 +105,7 @@ async def test_an_unopenable_sqlite_file_fails_in_one_line_even_when_many_run_at
 async def test_the_environment_variable_names_the_database_when_no_option_does(
     database_url, runtime
 ):
-    result = await cli(
+    result = await cli_process(  # the variable as a real process starts with it
         "clients", "create", "env-app", env={"DEVICECONTROL_DATABASE_URL": database_url}
     )
     assert_succeeded(result)
@@ -117,7 +127,7 @@ async def test_the_option_wins_over_the_environment_variable(database_url, runti
 
 
 async def test_without_option_or_variable_the_database_is_devicecontrol_db_in_the_cwd(tmp_path):
-    result = await cli("clients", "create", "default-app", cwd=tmp_path)
+    result = await cli_process("clients", "create", "default-app", cwd=tmp_path)
     assert_succeeded(result)
     with sqlite3.connect(tmp_path / "devicecontrol.db") as connection:
         assert connection.execute("SELECT client_id FROM clients").fetchall() == [("default-app",)]

@@ -8,7 +8,14 @@ import pytest
 
 from devicecontrol import demo
 from devicecontrol.tables import clients, controller_assignments, controllers, countries, users
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    cli_process,
+    rows,
+    snapshot,
+)
 from tests.factories import bearer, login, make_client, make_controller, make_user
 
 
@@ -50,7 +57,7 @@ async def test_the_printed_demo_credentials_log_in(database_url, runtime, client
 
 async def test_demo_creates_the_schema_in_a_new_sqlite_file(tmp_path):
     path = tmp_path / "demo.db"
-    assert_succeeded(await cli("demo", database_url=f"sqlite:///{path}"))
+    assert_succeeded(await cli_process("demo", database_url=f"sqlite:///{path}"))
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM controllers").fetchone() == (4,)
 

@@ -15,7 +15,14 @@ from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures
 from tests.auth.oauth import account, post_renew
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    cli_process,
+    rows,
+    snapshot,
+)
 from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, login
 
 HOUR = timedelta(hours=1)
@@ -236,7 +243,7 @@ async def test_tokens_purge_with_a_bad_setting_fails_in_one_line_and_deletes_not
     seed = await Seed.create(runtime)
     await seed.access(None, utcnow() - HOUR)
     before = await snapshot(runtime)
-    result = await cli(
+    result = await cli_process(  # exit status 1 and one line on stderr of a real process
         "tokens",
         "purge",
         database_url=database_url,

@@ -6,7 +6,14 @@ import pytest
 
 from devicecontrol.auth.passwords import verify_password
 from devicecontrol.tables import access_tokens, countries, refresh_tokens, users
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    cli_process,
+    rows,
+    snapshot,
+)
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -24,7 +31,8 @@ async def test_users_create_prompts_for_a_hidden_password_and_stores_only_its_ha
     database_url, runtime, client
 ):
     await make_client(runtime)
-    result = await cli(
+    # a real process: the prompt reads a real pipe, not CliRunner's stand-in for getpass
+    result = await cli_process(
         "users", "create", "Ana@Example.com", input="s3cret-pass\ns3cret-pass\n",
         database_url=database_url,
     )  # fmt: skip

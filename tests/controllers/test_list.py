@@ -184,6 +184,17 @@ async def test_list_links_prev_next_only_when_those_pages_exist(runtime, client)
         "self": at(2), "first": at(1), "last": at(3), "prev": at(1), "next": at(3),
     }  # fmt: skip
     assert await links(3) == {"self": at(3), "first": at(1), "last": at(3), "prev": at(2)}
+    # past the last page there is no prev or next (docs/DESIGN.md): only self, first, last
+    for past in (4, 10):
+        assert await links(past) == {"self": at(past), "first": at(1), "last": at(3)}
+
+
+async def test_an_empty_list_has_one_page_and_no_prev_or_next(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    for page in (1, 2):
+        body = (await client.get(f"/v1/controllers?page={page}", headers=ana)).json()
+        assert (body["total"], body["page_count"]) == (0, 1)
+        assert set(body["_links"]) == {"self", "first", "last"}, page
 
 
 async def test_list_links_keep_filters_and_non_default_page_size(runtime, client):

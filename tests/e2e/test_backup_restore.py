@@ -26,7 +26,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import POSTGRESQL_URL
+from tests.conftest import POSTGRESQL_ONLY, POSTGRESQL_URL
 from tests.processes import run_cli, running_server
 
 CLIENT_ID = "backup-app"
@@ -242,7 +242,7 @@ def _pg_tool(*command: str) -> None:
     assert result.returncode == 0, f"{command[0]} exited {result.returncode}:\n{result.stderr}"
 
 
-@pytest.mark.parametrize("backend", ["postgresql"] if POSTGRESQL_URL else [])
+@POSTGRESQL_ONLY
 def test_pg_dump_under_writes_and_pg_restore_into_a_new_database(database_url, tmp_path):
     dump = tmp_path / "devicecontrol.dump"
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import POSTGRESQL_URL
+from tests.conftest import POSTGRESQL_ONLY
 from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
 from tests.processes import Server, run_cli, running_server
 
-pytestmark = pytest.mark.parametrize("backend", ["postgresql"] if POSTGRESQL_URL else [])
+pytestmark = POSTGRESQL_ONLY
 
 CLIENT_ID = "proxy-app"
 SECRET = "proxy-client-secret-0123456789"

@@ -264,7 +264,19 @@ def test_metrics_of_several_workers_are_summed_whichever_answers(database_url, b
         assert len(metrics_dirs(tmp)) == 1
         for _ in range(20):  # a new connection each: the kernel spreads them over the workers
             assert httpx.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
-        time.sleep(1.5)  # each worker samples its pools every second
+        write_pool = SQLITE_WRITE_POOL if backend == "sqlite" else POSTGRES_WRITE_POOL
+        # each worker samples its pools every second: wait for both samples, not a fixed time
+        deadline = time.monotonic() + 10
+        while (
+            value(
+                parse(httpx.get(f"{server.base_url}/metrics", timeout=10).text),
+                "devicecontrol_db_pool_size",
+                pool="write",
+            )
+            != 2 * write_pool[0]
+        ):
+            assert time.monotonic() < deadline, "the workers' pool samples never added up"
+            time.sleep(0.1)
         scrapes = [
             parse(httpx.get(f"{server.base_url}/metrics", timeout=10).text) for _ in range(6)
         ]
@@ -278,7 +290,6 @@ def test_metrics_of_several_workers_are_summed_whichever_answers(database_url, b
         )
         assert total == 20
         # two workers, each with its own pools: the sizes add up
-        write_pool = SQLITE_WRITE_POOL if backend == "sqlite" else POSTGRES_WRITE_POOL
         assert value(samples, "devicecontrol_db_pool_size", pool="write") == 2 * write_pool[0]
     assert metrics_dirs(tmp) == []  # serve removed its directory when it stopped
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from devicecontrol import demo
-from tests.processes import free_port, run_cli, running_server
+from tests.processes import Server, free_port, run_cli, running_server
 
 SECRET = "e2e-client-secret-0123456789"
 PASSWORD = "e2e-password-123"
@@ -59,13 +60,19 @@ def assert_token_response(response: httpx.Response, path: str) -> dict:
     return auth
 
 
+@pytest.fixture(scope="module")
+def provisioned_server(
+    module_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One provisioned server for the tests below, which only log in and read."""
+    provision(module_database_url)
+    with running_server(module_database_url, tmp_path_factory.mktemp("serve")) as server:
+        yield server
+
+
 @pytest.mark.parametrize("prefix", ["/v1", ""], ids=["v1 paths", "unprefixed paths"])
-def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, database_url, tmp_path):
-    provision(database_url)
-    with (
-        running_server(database_url, tmp_path) as server,
-        httpx.Client(base_url=server.base_url, timeout=10) as http,
-    ):
+def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, provisioned_server):
+    with httpx.Client(base_url=provisioned_server.base_url, timeout=10) as http:
         auth = assert_token_response(log_in(http, prefix), "login")
         assert auth["expires_in"] == 86400
         assert re.fullmatch(r"[0-9a-f]{40}", auth["refresh_token"])
@@ -94,12 +101,8 @@ def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, databas
         assert me["username"] == "ana@example.com"
 
 
-def test_serve_refuses_wrong_credentials_over_a_real_socket(database_url, tmp_path):
-    provision(database_url)
-    with (
-        running_server(database_url, tmp_path) as server,
-        httpx.Client(base_url=server.base_url, timeout=10) as http,
-    ):
+def test_serve_refuses_wrong_credentials_over_a_real_socket(provisioned_server):
+    with httpx.Client(base_url=provisioned_server.base_url, timeout=10) as http:
         wrong_password = log_in(http, password="not-the-password")
         assert wrong_password.status_code == 400
         assert wrong_password.json()["error"] == "invalid_grant"

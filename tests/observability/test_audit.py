@@ -195,6 +195,43 @@ async def test_assign_reassign_and_release_are_audited_with_the_serial_number(
     assert "CLAIM-A-1" not in everything_written(audit)
 
 
+async def test_ownership_changes_name_only_serial_numbers_that_matched_a_controller(
+    runtime, client, audit
+):
+    user_id, headers = await logged_in_user(runtime, client)
+    await make_user(runtime, "friend@example.com")
+    await make_controller(runtime, "SN-FRIENDS", owner="friend@example.com")
+    audit.clear()
+    base = "/v1/controllers"
+    typed = "SN-TYPED-BUT-UNKNOWN"
+    answers = [
+        await client.post(f"{base}/{typed}/assign", headers=headers),
+        await client.patch(
+            f"{base}/{typed}/reassign", headers=headers, json={"owner": "friend@example.com"}
+        ),
+        await client.delete(f"{base}/{typed}/assign", headers=headers),
+        # someone else's controller: to reassign and release it is "not yours", as unknown
+        await client.patch(
+            f"{base}/SN-FRIENDS/reassign", headers=headers, json={"owner": "friend@example.com"}
+        ),
+        await client.delete(f"{base}/SN-FRIENDS/assign", headers=headers),
+        # a claim of it matched the controller (409 says it exists): that serial is written
+        await client.post(f"{base}/SN-FRIENDS/assign", headers=headers),
+    ]
+    assert [a.status_code for a in answers] == [404, 404, 404, 404, 404, 409]
+    summary = [(a["event"], a["outcome"], a["serial_number"]) for a in audit_lines(audit)]
+    assert summary == [
+        ("assign", "failure", None),
+        ("reassign", "failure", None),
+        ("release", "failure", None),
+        ("reassign", "failure", None),
+        ("release", "failure", None),
+        ("assign", "failure", "SN-FRIENDS"),
+    ]
+    assert {line["user_id"] for line in audit_lines(audit)} == {user_id}
+    assert typed not in repr(audit_lines(audit))
+
+
 async def test_password_change_and_disable_are_audited_outside_any_request(runtime, audit):
     user_id = await make_user(runtime, ANA)
     await users_service.set_password(runtime, ANA, password="a-new-password-42")

@@ -8,10 +8,29 @@ import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-_hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
+# argon2id with the library's current recommended parameters
+PRODUCTION_HASHER = PasswordHasher()
+_hasher = PRODUCTION_HASHER
 
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024
+
+
+def use_hasher(hasher: PasswordHasher) -> PasswordHasher:
+    """Make ``hasher`` the one every call uses; returns the one it replaces.
+
+    For the test suite only, which runs with cheap parameters (production cost would be
+    half its time) and puts PRODUCTION_HASHER back where a test is about the real cost.
+    The application never calls it.
+    """
+    global _hasher
+    previous, _hasher = _hasher, hasher
+    return previous
+
+
+def active_hasher() -> PasswordHasher:
+    """The hasher in use: what a hash made now must match (tests key cached hashes on it)."""
+    return _hasher
 
 
 def hash_password(password: str) -> str:
@@ -19,9 +38,16 @@ def hash_password(password: str) -> str:
 
 
 @cache
+def _dummy_hash_of(hasher: PasswordHasher) -> str:
+    return hasher.hash("not-a-real-password-but-costs-the-same")
+
+
 def _dummy_hash() -> str:
-    """A hash to verify against when the user does not exist, so timing reveals nothing."""
-    return _hasher.hash("not-a-real-password-but-costs-the-same")
+    """A hash to verify against when the user does not exist, so timing reveals nothing.
+
+    Made once per hasher: it must cost what the active hasher's hashes cost.
+    """
+    return _dummy_hash_of(_hasher)
 
 
 def verify_password(stored_hash: str | None, password: str) -> bool:

@@ -13,12 +13,12 @@ costs a query, and a token issued a moment ago cannot have been asked about befo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cachetools import TTLCache
 
+from devicecontrol import clock
 from devicecontrol.config import MAX_TOKEN_CACHE_MS
 
 # one entry is about 300 bytes: at most ~30 MB, far more tokens than one process sees in
@@ -37,14 +37,15 @@ class TokenCache:
         if not 0 <= ttl_ms <= MAX_TOKEN_CACHE_MS:
             raise ValueError(f"token cache TTL must be 0 to {MAX_TOKEN_CACHE_MS} ms")
         self.enabled = ttl_ms > 0
+        # both clocks come from devicecontrol.clock, so tests can age entries without sleeping
         self._entries: TTLCache[str, LiveToken] = TTLCache(
-            maxsize=entries, ttl=max(ttl_ms, 1) / 1000
+            maxsize=entries, ttl=max(ttl_ms, 1) / 1000, timer=clock.monotonic
         )
 
     def user_of(self, token_digest: str) -> int | None:
         """The user id of a token the database called live less than ``ttl_ms`` ago."""
         entry = self._entries.get(token_digest) if self.enabled else None
-        if entry is None or entry.expires_at <= time.time():
+        if entry is None or entry.expires_at <= clock.timestamp():
             return None
         return entry.user_id
 

@@ -16,7 +16,7 @@ import click
 from sqlalchemy.exc import DBAPIError
 
 from devicecontrol.config import SettingsError, load_settings
-from devicecontrol.errors import DomainError
+from devicecontrol.errors import DomainError, is_database_outage
 from devicecontrol.migrate import upgrade_database
 from devicecontrol.observability.logs import configure_cli_logging
 from devicecontrol.runtime import Runtime
@@ -89,9 +89,12 @@ def run_with_database(
         return asyncio.run(migrate_then_work())
     except DomainError as exc:
         raise OperatorError(exc.detail) from None
-    except (DBAPIError, OSError) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise OperatorError(f"database unavailable: {reason}") from None
+    except DBAPIError as exc:
+        # the driver's socket errors arrive as DatabaseUnreachable; any other OSError is a bug
+        cause = exc.orig or exc
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        what = "database unavailable" if is_database_outage(exc) else "database error"
+        raise OperatorError(f"{what}: {reason}") from None
 
 
 def _check_sqlite_file(runtime: Runtime) -> None:

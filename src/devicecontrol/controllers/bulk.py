@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.controllers import registry
+from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.csvfile import NumberedRow
 from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
@@ -82,7 +82,7 @@ class BatchImport:
         specs = self._parse(rows)
         await self._load_accounts(spec.owner for _, spec in specs if spec.owner is not None)
         serials = [spec.serial_number for _, spec in specs]
-        existing = await registry.controllers_by_serial(self._connection, serials)
+        existing = await registry_repository.controllers_by_serial(self._connection, serials)
         new: list[ControllerSpec] = []
         for line, spec in specs:
             problem = self._problem(spec, existing.get(spec.serial_number))
@@ -121,7 +121,7 @@ class BatchImport:
     async def _load_accounts(self, emails: Iterable[str]) -> None:
         keys = sorted({username_key(e) for e in emails} - self._accounts.keys())
         if keys:
-            found = await registry.accounts_by_key(self._connection, keys)
+            found = await registry_repository.accounts_by_key(self._connection, keys)
             self._accounts.update({key: found.get(key) for key in keys})
 
     def _owner(self, spec: ControllerSpec) -> Row | None:
@@ -147,8 +147,8 @@ class BatchImport:
         for spec in specs:
             owner = self._owner(spec)
             rows.append(spec.row_values(owner.id if owner else None, self._now))
-        await registry.insert_controllers(self._connection, rows)
+        await registry_repository.insert_controllers(self._connection, rows)
         owned = [spec.serial_number for spec in specs if spec.owner]
         if owned:
-            await registry.insert_owners_records(self._connection, owned, self._now)
+            await registry_repository.insert_owners_records(self._connection, owned, self._now)
         self.report.added += len(specs)

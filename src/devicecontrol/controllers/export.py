@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Row
 
-from devicecontrol.controllers import registry
+from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.csvfile import COLUMNS
 from devicecontrol.runtime import Runtime
 
@@ -53,7 +53,9 @@ async def export_controllers(
     last_id = 0
     while True:
         async with runtime.database.read() as connection:
-            page = await registry.export_page(connection, after_id=last_id, limit=EXPORT_BATCH_ROWS)
+            page = await registry_repository.export_page(
+                connection, after_id=last_id, limit=EXPORT_BATCH_ROWS
+            )
         for row in page:
             write_record(export_record(row))
             report.claim_codes_left_out += bool(row.has_claim_code)

@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import Row
-from sqlalchemy.sql.elements import ColumnElement
 
-from devicecontrol.controllers import registry
+from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.errors import BadRequest, InvalidField
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controllers
 from devicecontrol.users.identity import email_problem, username_key
 
 MAX_TYPE_LENGTH = 64
@@ -50,20 +48,20 @@ async def list_controllers(
 ) -> tuple[list[Row], int]:
     """The first ``limit`` matching controllers in registration order, and the total."""
     _checked(filters)
-    conditions: list[ColumnElement[bool]] = []
     async with runtime.database.read() as connection:
+        owner_id = None
         if filters.owner is not None:
             key = username_key(filters.owner)
-            account = (await registry.accounts_by_key(connection, [key])).get(key)
+            account = (await registry_repository.accounts_by_key(connection, [key])).get(key)
             if account is None:
                 raise InvalidField("owner", f"no account is named {filters.owner}")
-            conditions.append(controllers.c.user_id == account.id)
-        if filters.unowned:
-            conditions.append(controllers.c.user_id.is_(None))
-        if filters.type is not None:
-            conditions.append(controllers.c.type == filters.type.strip())
-        if filters.serial_prefix is not None:
-            conditions.append(registry.serial_starts_with(filters.serial_prefix))
-        if filters.online is not None:
-            conditions.append(controllers.c.online == filters.online)
-        return await registry.list_filtered(connection, conditions, limit=limit)
+            owner_id = account.id
+        return await registry_repository.list_filtered(
+            connection,
+            owner_id=owner_id,
+            unowned=filters.unowned,
+            type_=None if filters.type is None else filters.type.strip(),
+            serial_prefix=filters.serial_prefix,
+            online=filters.online,
+            limit=limit,
+        )

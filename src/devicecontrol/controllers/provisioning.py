@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlalchemy.exc import IntegrityError
 
 from devicecontrol.clock import utcnow
-from devicecontrol.controllers import registry, repository
+from devicecontrol.controllers import registry_repository, repository
 from devicecontrol.controllers.bulk import BatchImport, ImportReport
 from devicecontrol.controllers.csvfile import open_rows
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
@@ -34,24 +34,33 @@ class _RollBack(Exception):
     """Ends the import's transaction without writing: some row was bad."""
 
 
+def _already_registered(serial_number: str) -> Conflict:
+    return Conflict(f"serial number {serial_number} is already registered")
+
+
 async def add_controller(runtime: Runtime, spec: ControllerSpec) -> None:
     """Register one controller; an existing serial number is an error."""
     now = utcnow()
-    async with runtime.database.write() as connection:
-        if await repository.find_by_serial(connection, spec.serial_number) is not None:
-            raise Conflict(f"serial number {spec.serial_number} is already registered")
-        owner_id = None
-        if spec.owner is not None:
-            key = username_key(spec.owner)
-            account = (await registry.accounts_by_key(connection, [key])).get(key)
-            if account is None or not account.active:
-                raise InvalidField("owner", f"no active account is named {spec.owner}")
-            owner_id = account.id
-        controller = await repository.insert_controller(connection, spec.row_values(owner_id, now))
-        if owner_id is not None:
-            await repository.insert_assignment(
-                connection, controller, user_id=owner_id, room_id=spec.room_id, now=now
-            )
+    try:
+        async with runtime.database.write() as connection:
+            if await repository.find_by_serial(connection, spec.serial_number) is not None:
+                raise _already_registered(spec.serial_number)
+            owner_id = None
+            if spec.owner is not None:
+                key = username_key(spec.owner)
+                account = (await registry_repository.accounts_by_key(connection, [key])).get(key)
+                if account is None or not account.active:
+                    raise InvalidField("owner", f"no active account is named {spec.owner}")
+                owner_id = account.id
+            values = spec.row_values(owner_id, now)
+            controller = await repository.insert_controller(connection, values)
+            if owner_id is not None:
+                await repository.insert_assignment(
+                    connection, controller, user_id=owner_id, room_id=spec.room_id, now=now
+                )
+    except IntegrityError:
+        # PostgreSQL: another command registered this serial since it was looked up
+        raise _already_registered(spec.serial_number) from None
 
 
 async def import_controllers(

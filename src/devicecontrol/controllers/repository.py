@@ -199,6 +199,31 @@ async def list_assignments(
     return list((await connection.execute(query)).all())
 
 
+def assignment_snapshot(
+    controller: Any, *, user_id: Any, room_id: Any, now: datetime
+) -> dict[str, Any]:
+    """The values of a new active record: what it copies of the controller passing to user_id.
+
+    Said once for both ways records are made: ``controller`` is one row (``insert_assignment``)
+    or the table's columns, for records made in SQL from many rows at once (the bulk import's
+    ``registry_repository.insert_owners_records``).
+    """
+    return {
+        "controller_id": controller.id,
+        "user_id": user_id,
+        "serial_number": controller.serial_number,
+        "mac": controller.mac,
+        "firmware_version": controller.firmware_version,
+        "name": controller.name,
+        "type": controller.type,
+        "device_group": controller.device_group,
+        "status_push": 0,
+        "room_id": room_id,
+        "created_at": now,
+        "assigned_at": now,
+    }
+
+
 async def insert_assignment(
     connection: AsyncConnection,
     controller: Row,
@@ -208,23 +233,9 @@ async def insert_assignment(
     now: datetime,
 ) -> Row:
     """A new active record: a snapshot of the controller as it passes to user_id."""
+    values = assignment_snapshot(controller, user_id=user_id, room_id=room_id, now=now)
     result = await connection.execute(
-        insert(controller_assignments)
-        .values(
-            controller_id=controller.id,
-            user_id=user_id,
-            serial_number=controller.serial_number,
-            mac=controller.mac,
-            firmware_version=controller.firmware_version,
-            name=controller.name,
-            type=controller.type,
-            device_group=controller.device_group,
-            status_push=0,
-            room_id=room_id,
-            created_at=now,
-            assigned_at=now,
-        )
-        .returning(*controller_assignments.c)
+        insert(controller_assignments).values(**values).returning(*controller_assignments.c)
     )
     return result.one()
 

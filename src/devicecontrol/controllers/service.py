@@ -113,10 +113,14 @@ def _claim_code_refusal(controller: Row, claim_code: str | None) -> Forbidden | 
     return None
 
 
-def _audited(event: str, user_id: int, serial_number: str) -> AuditEvent:
-    """The audit line of an ownership change (a malformed serial number is not written)."""
-    serial = serial_number if is_serial_number(serial_number) else None
-    return AuditEvent(event, user_id=user_id, serial_number=serial)
+def _audited(event: str, user_id: int) -> AuditEvent:
+    """The audit line of an ownership change; its serial number is set by ``_matched``."""
+    return AuditEvent(event, user_id=user_id, serial_number=None)
+
+
+def _matched(event: AuditEvent, controller: Row) -> None:
+    """Name the controller in the audit line: only a serial that matched one is written."""
+    event.fields["serial_number"] = controller.serial_number
 
 
 def _claim_throttles(
@@ -136,12 +140,12 @@ async def assign_controller(
 
     Wrong or missing claim codes are counted per controller and per user, and throttled.
     """
-    with _audited("assign", user_id, serial_number):
-        return await _assign(runtime, user_id, serial_number, claim_code=claim_code)
+    with _audited("assign", user_id) as event:
+        return await _assign(runtime, user_id, serial_number, event, claim_code=claim_code)
 
 
 async def _assign(
-    runtime: Runtime, user_id: int, serial_number: str, *, claim_code: str | None
+    runtime: Runtime, user_id: int, serial_number: str, event: AuditEvent, *, claim_code: str | None
 ) -> Row:
     if not is_serial_number(serial_number):
         raise NotFound(f"No controller with serial number {serial_number} exists.")
@@ -152,6 +156,7 @@ async def _assign(
             controller = await repository.find_by_serial(connection, serial_number, lock=True)
             if controller is None:
                 raise NotFound(f"No controller with serial number {serial_number} exists.")
+            _matched(event, controller)  # a claim of another's controller is audited by serial
             if controller.user_id == user_id:
                 return await _current_or_new_record(connection, controller, user_id)
             if controller.user_id is not None:
@@ -181,7 +186,7 @@ async def reassign_controller(
     runtime: Runtime, user_id: int, serial_number: str, *, new_owner: str
 ) -> Row:
     """Hand the caller's controller to another active account, closing the current record."""
-    with _audited("reassign", user_id, serial_number) as event:
+    with _audited("reassign", user_id) as event:
         return await _reassign(runtime, user_id, serial_number, event, new_owner=new_owner)
 
 
@@ -198,6 +203,7 @@ async def _reassign(
             controller = await repository.find_by_serial(connection, serial_number, lock=True)
             if controller is None or controller.user_id != user_id:
                 raise _not_yours(serial_number)
+            _matched(event, controller)
             target_id = await find_active_user_id(connection, username_key(new_owner))
             if target_id is None:
                 raise Unprocessable("owner", f"no active account is named {new_owner}")
@@ -223,17 +229,18 @@ async def release_controller(runtime: Runtime, user_id: int, serial_number: str)
 
     Its room goes with the owner, as on a reassign; a claim code, if any, still applies.
     """
-    with _audited("release", user_id, serial_number):
-        return await _release(runtime, user_id, serial_number)
+    with _audited("release", user_id) as event:
+        return await _release(runtime, user_id, serial_number, event)
 
 
-async def _release(runtime: Runtime, user_id: int, serial_number: str) -> Row:
+async def _release(runtime: Runtime, user_id: int, serial_number: str, event: AuditEvent) -> Row:
     if not is_serial_number(serial_number):
         raise _not_yours(serial_number)
     async with runtime.database.write() as connection:
         controller = await repository.find_by_serial(connection, serial_number, lock=True)
         if controller is None or controller.user_id != user_id:
             raise _not_yours(serial_number)
+        _matched(event, controller)
         record = await _current_or_new_record(connection, controller, user_id)
         if not await repository.release_if_owned(connection, controller.id, user_id):
             raise _not_yours(serial_number)

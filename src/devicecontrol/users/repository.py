@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Row, bindparam, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.db import Reader
@@ -39,13 +40,19 @@ async def find_profile(connection: Reader, user_id: int) -> Row | None:
 
 
 async def find_or_create_country(connection: AsyncConnection, place: Place) -> int:
-    """One record per GeoNames city, shared by every user who lives there."""
+    """One record per GeoNames city, shared by every user who lives there.
+
+    Two transactions that create the same new city both insert it: the later insert waits
+    for the first to commit and then does nothing (ON CONFLICT), and the look-up after it
+    finds the first one's row. Neither fails on the city's unique key.
+    """
     query = select(countries.c.id).where(countries.c.geoname_id == place.geoname_id)
     existing = (await connection.execute(query)).scalar_one_or_none()
     if existing is not None:
         return existing
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     result = await connection.execute(
-        insert(countries)
+        dialect.insert(countries)
         .values(
             geoname_id=place.geoname_id,
             continent_code=place.continent_code,
@@ -55,9 +62,11 @@ async def find_or_create_country(connection: AsyncConnection, place: Place) -> i
             city_name=place.city_name,
             time_zone=place.time_zone,
         )
+        .on_conflict_do_nothing(index_elements=[countries.c.geoname_id])
         .returning(countries.c.id)
     )
-    return result.scalar_one()
+    created = result.scalar_one_or_none()
+    return created if created is not None else (await connection.execute(query)).scalar_one()
 
 
 async def insert_user(

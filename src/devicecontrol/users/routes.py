@@ -4,16 +4,57 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import HeaderParameter
+from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
+from devicecontrol.clock import format_timestamp
 from devicecontrol.hal import HAL_JSON, Link, api_path
 from devicecontrol.openapi import BEARER, ApiOperation, problems
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import service
-from devicecontrol.users.schemas import UserLinks, UserResponse
+from devicecontrol.users.schemas import (
+    CountryRecord,
+    UserLinks,
+    UserProfile,
+    UserRelations,
+    UserResponse,
+)
+
+
+def country_record(row: Row) -> CountryRecord | None:
+    """The profile row's country record, or None for an account without one."""
+    if row.country_id is None:
+        return None
+    return CountryRecord(
+        id=row.country_id,
+        geoname_id=row.geoname_id,
+        continent_code=row.continent_code,
+        continent_name=row.continent_name,
+        country_code=row.country_code,
+        country_name=row.country_name,
+        city_name=row.city_name,
+        time_zone=row.time_zone,
+    )
+
+
+def user_profile(row: Row, *, advanced: bool) -> UserProfile:
+    """The basic form; the advanced one adds the country record under ``_relation``."""
+    profile = UserProfile(
+        user_id=row.user_id,
+        username=row.username,
+        firstname=row.firstname,
+        lastname=row.lastname,
+        phone=row.phone,
+        country_id=row.country_id,
+        created=format_timestamp(row.created_at) or "",
+    )
+    if not advanced:
+        return profile
+    return msgspec.structs.replace(profile, relation=UserRelations(country=country_record(row)))
 
 
 class UsersController(Controller):
@@ -42,9 +83,9 @@ class UsersController(Controller):
         ] = None,
     ) -> UserResponse:
         advanced = (accept_response or "").strip().lower() == "advanced"
-        profile = await service.get_profile(runtime, request.user.user_id, advanced=advanced)
+        row = await service.get_profile(runtime, request.user.user_id)
         return UserResponse(
-            users=profile,
+            users=user_profile(row, advanced=advanced),
             links=UserLinks(
                 self=Link(api_path("/users/me")),
                 controller=Link(api_path("/controllers/{serial_number}"), templated=True),

@@ -4,53 +4,30 @@ from __future__ import annotations
 
 import re
 
-import msgspec
+from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 
 from devicecontrol.auth.passwords import hash_password_off_loop, password_problem
 from devicecontrol.auth.repository import revoke_tokens_of_user
-from devicecontrol.clock import format_timestamp, utcnow
+from devicecontrol.clock import utcnow
 from devicecontrol.errors import Conflict, InvalidField, NotFound
 from devicecontrol.geo import UnknownPlace, find_place
 from devicecontrol.observability import audit
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import repository
 from devicecontrol.users.identity import email_problem, username_key
-from devicecontrol.users.schemas import CountryRecord, UserProfile, UserRelations
 
 MAX_NAME_LENGTH = 100
 _PHONE = re.compile(r"^\+?[0-9 ()\-.]{3,31}$")
 
 
-async def get_profile(runtime: Runtime, user_id: int, *, advanced: bool) -> UserProfile:
+async def get_profile(runtime: Runtime, user_id: int) -> Row:
+    """The account and its country record's columns (None when it has none), in one row."""
     async with runtime.database.read() as connection:
         row = await repository.find_profile(connection, user_id)
     if row is None:  # the token check passed, so the account vanished in between
         raise NotFound("No such user.")
-    profile = UserProfile(
-        user_id=row.user_id,
-        username=row.username,
-        firstname=row.firstname,
-        lastname=row.lastname,
-        phone=row.phone,
-        country_id=row.country_id,
-        created=format_timestamp(row.created_at) or "",
-    )
-    if not advanced:
-        return profile
-    country = None
-    if row.country_id is not None:
-        country = CountryRecord(
-            id=row.country_id,
-            geoname_id=row.geoname_id,
-            continent_code=row.continent_code,
-            continent_name=row.continent_name,
-            country_code=row.country_code,
-            country_name=row.country_name,
-            city_name=row.city_name,
-            time_zone=row.time_zone,
-        )
-    return msgspec.structs.replace(profile, relation=UserRelations(country=country))
+    return row
 
 
 def _check_new_user(

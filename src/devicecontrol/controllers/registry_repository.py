@@ -1,4 +1,5 @@
-"""Set-based queries over the whole registry, for the operators' commands. No rules here.
+"""Set-based queries over the whole registry, for the operators' commands (``controllers
+import``, ``export`` and ``list``). No rules here: those are in bulk.py, export.py, listing.py.
 
 Bulk provisioning looks serials and owners up a chunk at a time and inserts with
 executemany; export reads in id order by keyset (``id > last``), so that neither holds a
@@ -11,10 +12,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, Row, func, insert, literal, select
+from sqlalchemy import Row, func, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
+from devicecontrol.controllers.repository import assignment_snapshot
 from devicecontrol.db import Reader
 from devicecontrol.tables import controller_assignments, controllers, users
 
@@ -75,30 +77,23 @@ async def insert_owners_records(
     connection: AsyncConnection, serials: Sequence[str], now: datetime
 ) -> None:
     """The active assignment record of each of these owned controllers, from its own row."""
-    columns = (
-        "controller_id", "user_id", "serial_number", "mac", "firmware_version", "name",
-        "type", "device_group", "status_push", "room_id", "created_at", "assigned_at",
-    )  # fmt: skip
+    snapshot = assignment_snapshot(
+        controllers.c, user_id=controllers.c.user_id, room_id=controllers.c.room_id, now=now
+    )
+    # the snapshot's constants (now, status_push) as typed SQL literals beside its columns
+    values = [
+        value
+        if isinstance(value, ColumnElement)
+        else literal(value, controller_assignments.c[name].type)
+        for name, value in snapshot.items()
+    ]
     for chunk in _chunks(serials):
         source = (
-            select(
-                controllers.c.id,
-                controllers.c.user_id,
-                controllers.c.serial_number,
-                controllers.c.mac,
-                controllers.c.firmware_version,
-                controllers.c.name,
-                controllers.c.type,
-                controllers.c.device_group,
-                literal(0, Integer),
-                controllers.c.room_id,
-                literal(now, DateTime),
-                literal(now, DateTime),
-            )
+            select(*values)
             .where(controllers.c.serial_number.in_(chunk), controllers.c.user_id.is_not(None))
             .order_by(controllers.c.id)
         )
-        await connection.execute(insert(controller_assignments).from_select(columns, source))
+        await connection.execute(insert(controller_assignments).from_select(list(snapshot), source))
 
 
 async def export_page(connection: Reader, *, after_id: int, limit: int) -> list[Row]:
@@ -113,15 +108,54 @@ async def export_page(connection: Reader, *, after_id: int, limit: int) -> list[
     return list((await connection.execute(query)).all())
 
 
-def serial_starts_with(prefix: str) -> ColumnElement[bool]:
+def _serial_starts_with(prefix: str) -> ColumnElement[bool]:
     """Exact and case-sensitive on both engines (SQLite's LIKE ignores ASCII case)."""
     return func.substr(controllers.c.serial_number, 1, len(prefix)) == prefix
 
 
+def _filters(
+    *,
+    owner_id: int | None,
+    unowned: bool,
+    type_: str | None,
+    serial_prefix: str | None,
+    online: bool | None,
+) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if owner_id is not None:
+        conditions.append(controllers.c.user_id == owner_id)
+    if unowned:
+        conditions.append(controllers.c.user_id.is_(None))
+    if type_ is not None:
+        conditions.append(controllers.c.type == type_)
+    if serial_prefix is not None:
+        conditions.append(_serial_starts_with(serial_prefix))
+    if online is not None:
+        conditions.append(controllers.c.online == online)
+    return conditions
+
+
 async def list_filtered(
-    connection: Reader, conditions: Sequence[ColumnElement[bool]], *, limit: int
+    connection: Reader,
+    *,
+    owner_id: int | None,
+    unowned: bool,
+    type_: str | None,
+    serial_prefix: str | None,
+    online: bool | None,
+    limit: int,
 ) -> tuple[list[Row], int]:
-    """The first ``limit`` matches in registration order, and how many match in all."""
+    """The first ``limit`` matches in registration order, and how many match in all.
+
+    Each filter left at None (``unowned`` at False) matches every controller.
+    """
+    conditions = _filters(
+        owner_id=owner_id,
+        unowned=unowned,
+        type_=type_,
+        serial_prefix=serial_prefix,
+        online=online,
+    )
     query = (
         select(*_OPERATOR_COLUMNS)
         .select_from(_WITH_OWNER)
