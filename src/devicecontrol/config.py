@@ -10,6 +10,9 @@ from dataclasses import dataclass, replace
 # the longest a revoked token may still work on another process (issue 4's bound)
 MAX_TOKEN_CACHE_MS = 1000
 DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
+DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"
+MAX_COMMAND_TTL_S = 86400
+MAX_SEND_WAIT_MS = 30000
 ENV_PREFIX = "DEVICECONTROL_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # json: one JSON object per line, for log collectors; text: key=value lines, for people
@@ -49,6 +52,18 @@ class Settings:
     # of an app's users, hence a limit high enough that one address alone cannot lock it out
     throttle_client_per_id: ThrottleRule = ThrottleRule(30, 60)
     throttle_client_per_address: ThrottleRule = ThrottleRule(20, 60)
+    # the device link (contract §9): failed device connects, per serial and per address
+    throttle_device_per_serial: ThrottleRule = ThrottleRule(10, 60)
+    throttle_device_per_address: ThrottleRule = ThrottleRule(30, 60)
+    # messages a device may send per window before the rest are dropped (ordinary bursts pass)
+    device_message_rate: ThrottleRule = ThrottleRule(20, 1)
+    # host:port of the embedded broker; not 1883, which a system broker may already hold
+    mqtt_listen: str = DEFAULT_MQTT_LISTEN
+    mqtt_tls_cert: str | None = None
+    mqtt_tls_key: str | None = None
+    command_ttl_s: int = 300
+    send_wait_ms: int = 3000
+    reading_retention_days: int = 30
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
     token_cache_ms: int = 500
@@ -112,6 +127,40 @@ def _networks(environ: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:
         raise SettingsError(f"{ENV_PREFIX}{name}: {exc}") from None
 
 
+def _listen_address(environ: Mapping[str, str], name: str, default: str) -> str:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return default
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise SettingsError(
+            f"{ENV_PREFIX}{name} must be HOST:PORT such as 0.0.0.0:1884, got {raw!r}"
+        )
+    return raw
+
+
+def _bounded_int(
+    environ: Mapping[str, str], name: str, default: int, *, low: int, high: int
+) -> int:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{ENV_PREFIX}{name} must be {low} to {high}, got {value}")
+    return value
+
+
+def _tls_file(environ: Mapping[str, str], name: str) -> str | None:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if raw and not os.path.isfile(raw):
+        raise SettingsError(f"{ENV_PREFIX}{name}: no such file {raw!r}")
+    return raw or None
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and check every DEVICECONTROL_* variable; raise SettingsError on a bad one."""
     env = os.environ if environ is None else environ
@@ -148,6 +197,27 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         throttle_client_per_address=_throttle_rule(
             env, "THROTTLE_CLIENT_PER_ADDRESS", defaults.throttle_client_per_address
         ),
+        throttle_device_per_serial=_throttle_rule(
+            env, "THROTTLE_DEVICE_PER_SERIAL", defaults.throttle_device_per_serial
+        ),
+        throttle_device_per_address=_throttle_rule(
+            env, "THROTTLE_DEVICE_PER_ADDRESS", defaults.throttle_device_per_address
+        ),
+        device_message_rate=_throttle_rule(
+            env, "DEVICE_MESSAGE_RATE", defaults.device_message_rate
+        ),
+        mqtt_listen=_listen_address(env, "MQTT_LISTEN", defaults.mqtt_listen),
+        mqtt_tls_cert=_tls_file(env, "MQTT_TLS_CERT"),
+        mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
+        command_ttl_s=_bounded_int(
+            env, "COMMAND_TTL", defaults.command_ttl_s, low=1, high=MAX_COMMAND_TTL_S
+        ),
+        send_wait_ms=_bounded_int(
+            env, "SEND_WAIT_MS", defaults.send_wait_ms, low=0, high=MAX_SEND_WAIT_MS
+        ),
+        reading_retention_days=_positive_int(
+            env, "READING_RETENTION", defaults.reading_retention_days
+        ),
         trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
         purge_interval_s=_positive_int(env, "PURGE_INTERVAL", defaults.purge_interval_s),
         # the promise a revoked token keeps on other processes: see auth/token_cache.py
@@ -155,6 +225,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             env, "TOKEN_CACHE_MS", defaults.token_cache_ms, maximum=MAX_TOKEN_CACHE_MS
         ),
     )
+    if bool(settings.mqtt_tls_cert) != bool(settings.mqtt_tls_key):
+        raise SettingsError(
+            f"{ENV_PREFIX}MQTT_TLS_CERT and {ENV_PREFIX}MQTT_TLS_KEY go together: set both or none"
+        )
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(
             f"{ENV_PREFIX}DEFAULT_PAGE_SIZE ({settings.default_page_size}) must not exceed "

@@ -77,6 +77,14 @@ class InvalidField(BadRequest):
         super().__init__(f"{field}: {message}", errors=[FieldError(field, message)])
 
 
+class InvalidFields(BadRequest):
+    """Several fields failed validation: 400 with an ``errors`` entry for each."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        detail = "; ".join(f"{error.field}: {error.message}" for error in errors)
+        super().__init__(detail, errors=errors)
+
+
 class Unauthenticated(DomainError):
     status = 401
 

@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from sqlalchemy import Row
+
 from devicecontrol.config import Settings
 from devicecontrol.errors import InvalidField
 
@@ -30,6 +32,15 @@ class PageRequest:
     def page_count(self, total: int) -> int:
         """At least 1, so that an empty collection still has a first and a last page."""
         return max(1, math.ceil(total / self.page_size))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a collection, with the total that the page links are built from."""
+
+    rows: list[Row]
+    total: int
+    page_count: int
 
 
 def _number(text: int | str | None, field: str, problem: str, maximum: int) -> int | None:

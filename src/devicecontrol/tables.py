@@ -7,6 +7,7 @@ claim codes) are stored only as SHA-256 hex digests, passwords only as argon2id 
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     text,
 )
 
@@ -111,6 +113,10 @@ controllers = Table(
     Column("claim_code_digest", String(DIGEST_LENGTH), nullable=True),
     Column("user_id", ForeignKey("users.id"), nullable=True),
     Column("created_at", DateTime, nullable=False),
+    # the device link (contract §9): the device's MQTT password, only as a digest (null: the
+    # device cannot connect until an operator gives it one), and when it was last heard from
+    Column("device_secret_digest", String(DIGEST_LENGTH), nullable=True),
+    Column("last_seen", DateTime, nullable=True),
     # the owner's list is read in registration order: (user_id, id) serves it from the index
     Index("ix_controllers_user_id_id", "user_id", "id"),
 )
@@ -151,4 +157,61 @@ throttle_failures = Table(
     Column("subject_digest", String(DIGEST_LENGTH), nullable=False),
     Column("created_at", DateTime, nullable=False),
     Index("ix_throttle_failures_scope_subject", "scope", "subject_digest", "created_at"),
+)
+
+# a big fleet reports many readings: 64-bit ids on PostgreSQL (SQLite's rowid is 64-bit)
+RowId = BigInteger().with_variant(Integer, "sqlite")
+UNFINISHED_ONLY = text("status IN ('queued', 'sent')")
+
+readings = Table(
+    "readings",
+    metadata,
+    Column("id", RowId, primary_key=True),
+    Column("controller_id", ForeignKey("controllers.id"), nullable=False),
+    # the ownership in force when the reading arrived (null: nobody owned the device then)
+    Column("assignment_id", ForeignKey("controller_assignments.id"), nullable=True),
+    Column("payload", Text, nullable=False),  # the JSON object as received, at most 4 KiB
+    Column("created_at", DateTime, nullable=False),
+    # newest first per controller, and the retention purge by age
+    Index("ix_readings_controller_id_id", "controller_id", "id"),
+    Index("ix_readings_created_at", "created_at"),
+)
+
+# the newest reading of each controller, kept apart so that reads need no scan of history
+latest_readings = Table(
+    "latest_readings",
+    metadata,
+    Column("controller_id", ForeignKey("controllers.id"), primary_key=True),
+    Column("reading_id", RowId, nullable=False),
+    Column("assignment_id", ForeignKey("controller_assignments.id"), nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+
+commands = Table(
+    "commands",
+    metadata,
+    Column("id", RowId, primary_key=True),  # creation order, for delivery in order
+    Column("public_id", String(32), nullable=False, unique=True),  # the API's `id`
+    Column("controller_id", ForeignKey("controllers.id"), nullable=False),
+    # the ownership the command was made under: a hand-over cancels it, and hides it
+    Column("assignment_id", ForeignKey("controller_assignments.id"), nullable=True),
+    Column("name", String(64), nullable=False),
+    Column("params", Text, nullable=False),  # JSON object
+    Column("status", String(16), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("sent_at", DateTime, nullable=True),
+    Column("completed_at", DateTime, nullable=True),
+    Column("expires_at", DateTime, nullable=False),
+    Column("result", Text, nullable=True),  # JSON object reported by the device
+    Column("error", String(500), nullable=True),
+    Index("ix_commands_controller_id_id", "controller_id", "id"),
+    # what is still to deliver or to expire: small, whatever the history's size
+    Index(
+        "ix_commands_unfinished",
+        "controller_id",
+        "id",
+        sqlite_where=UNFINISHED_ONLY,
+        postgresql_where=UNFINISHED_ONLY,
+    ),
 )

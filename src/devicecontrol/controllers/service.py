@@ -14,9 +14,10 @@ from devicecontrol.clock import utcnow
 from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
+from devicecontrol.devices import lifecycle
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
 from devicecontrol.observability.audit import AuditEvent
-from devicecontrol.paging import PageRequest, page_request
+from devicecontrol.paging import Page, PageRequest, page_request
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
 from devicecontrol.users.repository import find_active_user_id
@@ -32,15 +33,6 @@ class ControllerQuery:
     type: str | None
     mac: str | None
     paging: PageRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One page of a collection, with the total that the page links are built from."""
-
-    rows: list[Row]
-    total: int
-    page_count: int
 
 
 def _not_yours(serial_number: str) -> NotFound:
@@ -217,6 +209,8 @@ async def _reassign(
                 raise _not_yours(serial_number)
             now = utcnow()
             await repository.close_active_assignment(connection, controller.id, now)
+            # a command belongs to the ownership it was made under (contract §9)
+            await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
             return await repository.insert_assignment(
                 connection, controller, user_id=target_id, room_id=None, now=now
             )
@@ -244,7 +238,9 @@ async def _release(runtime: Runtime, user_id: int, serial_number: str, event: Au
         record = await _current_or_new_record(connection, controller, user_id)
         if not await repository.release_if_owned(connection, controller.id, user_id):
             raise _not_yours(serial_number)
-        return await repository.close_assignment(connection, record.id, utcnow())
+        now = utcnow()
+        await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
+        return await repository.close_assignment(connection, record.id, now)
 
 
 async def assignment_history(

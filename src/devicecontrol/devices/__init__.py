@@ -1,0 +1,1 @@
+"""The device link (contract §9, §10): identity, readings, online, commands, the broker."""

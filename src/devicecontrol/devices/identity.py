@@ -1,0 +1,106 @@
+"""Device identity: the secret a device logs in with, checked and throttled (contract §9).
+
+A device connects with client id = username = its serial number and password = its device
+secret. Only a SHA-256 digest of the secret is stored, compared in constant time. Failed
+connects count per serial and per address like failed logins; while a subject is
+throttled even the right secret is refused, the same way.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from devicecontrol import throttling
+from devicecontrol.auth import tokens
+from devicecontrol.clock import utcnow
+from devicecontrol.controllers.identity import is_serial_number
+from devicecontrol.devices import repository
+from devicecontrol.errors import NotFound, TooManyRequests
+from devicecontrol.observability import audit
+from devicecontrol.runtime import Runtime
+
+DEVICE_SERIAL = "device_serial"
+DEVICE_ADDRESS = "device_address"
+
+
+def new_device_secret() -> str:
+    """256 random bits, URL-safe (43 characters): printed once, stored as a digest."""
+    return secrets.token_urlsafe(32)
+
+
+def device_secret_digest(secret: str) -> str:
+    return tokens.digest(secret)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceIdentity:
+    """A device the link let in, and the digest it proved (a rotation changes it)."""
+
+    controller_id: int
+    serial_number: str
+    type: str
+    secret_digest: str
+
+
+async def authenticate_device(
+    runtime: Runtime,
+    *,
+    client_id: str | None,
+    username: str | None,
+    password: str | None,
+    address: str,
+) -> DeviceIdentity | None:
+    """The device, if its CONNECT proves it; None refuses it ("not authorized").
+
+    The throttle is checked first. A refusal is audited, naming the serial only when it
+    matched a controller, and never the password.
+    """
+    serial = username or ""
+    settings = runtime.settings
+    by_serial = (DEVICE_SERIAL, serial)
+    by_address = (DEVICE_ADDRESS, address)
+    device = None
+    try:
+        async with runtime.database.write() as connection:
+            await throttling.ensure_allowed(
+                connection,
+                [
+                    (by_serial, settings.throttle_device_per_serial),
+                    (by_address, settings.throttle_device_per_address),
+                ],
+                utcnow(),
+                what="device connects",
+            )
+            if is_serial_number(serial):
+                device = await repository.find_device(connection, serial)
+            stored = device.device_secret_digest if device is not None else None
+            proved = tokens.matches_digest(password or "", stored)
+            if proved and device is not None and client_id == serial:
+                return DeviceIdentity(device.id, device.serial_number, device.type, stored)
+            await throttling.record_failures(connection, [by_serial, by_address], utcnow())
+            reason = "wrong credentials"
+    except TooManyRequests:
+        reason = "throttled"
+    audit.record(
+        "device_connect",
+        audit.FAILURE,
+        serial_number=device.serial_number if device is not None else None,
+        client_address=address,
+        reason=reason,
+    )
+    return None
+
+
+async def rotate_device_secret(runtime: Runtime, serial_number: str) -> str:
+    """A new secret for the device; the old one stops working at once (the link closes a
+    connection made with it within 2 s)."""
+    secret = new_device_secret()
+    with audit.AuditEvent("device_secret_rotation", serial_number=None) as event:
+        async with runtime.database.write() as connection:
+            if not is_serial_number(serial_number) or not await repository.set_device_secret(
+                connection, serial_number, device_secret_digest(secret)
+            ):
+                raise NotFound(f"no controller has the serial number {serial_number}")
+            event.fields["serial_number"] = serial_number
+    return secret

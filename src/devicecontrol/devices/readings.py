@@ -1,0 +1,102 @@
+"""Readings: what devices report, stored with their arrival time and shown to the owner.
+
+A reading belongs to the ownership in force when it arrived (its assignment record), so a
+new owner never sees what the previous one's device reported.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from sqlalchemy import Row
+
+from devicecontrol.clock import utcnow
+from devicecontrol.devices import repository
+from devicecontrol.devices.commands import OwnedDevice
+from devicecontrol.paging import Page, PageRequest
+from devicecontrol.runtime import Runtime
+
+MAX_PAYLOAD_BYTES = 4096
+_decode = msgspec.json.decode
+
+
+class RejectedPayload(ValueError):
+    """A device message that is dropped; the text is the metrics' reason label."""
+
+
+def parse_object(payload: bytes) -> dict[str, Any]:
+    """A device payload as a JSON object of at most 4 KiB, or RejectedPayload."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise RejectedPayload("too_large")
+    try:
+        value = _decode(payload)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise RejectedPayload("not_json") from None
+    if not isinstance(value, dict):
+        raise RejectedPayload("not_an_object")
+    return value
+
+
+async def record_reading(
+    runtime: Runtime, *, controller_id: int, assignment_id: int | None, payload: bytes
+) -> None:
+    """Store an accepted ``state`` message (checked by ``parse_object``) as it was sent."""
+    now = utcnow()
+    async with runtime.database.write() as connection:
+        await repository.insert_reading(
+            connection,
+            controller_id=controller_id,
+            assignment_id=assignment_id,
+            payload=payload.decode("utf-8"),
+            now=now,
+        )
+        await repository.touch_last_seen(connection, controller_id, now)
+
+
+def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:
+    """A reading as the API shows it: the reported fields plus ``created``."""
+    return {**_decode(payload), "created": created_at.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def controller_log(latest: Row | None, assignment_id: int | None) -> dict[str, Any] | list[Any]:
+    """``controller_log`` of a controller body: its latest reading of the current ownership,
+    else ``[]`` (as the original interface shows)."""
+    if latest is None or assignment_id is None or latest.assignment_id != assignment_id:
+        return []
+    return shown_reading(latest.payload, latest.created_at)
+
+
+async def provider_fetch(runtime: Runtime, device: OwnedDevice) -> dict[str, Any]:
+    """``/provider/fetch``: the latest reading's fields with the link's ``online`` (it wins)."""
+    async with runtime.database.read() as connection:
+        latest = await repository.latest_reading(connection, device.controller_id)
+    fields: dict[str, Any] = {}
+    if latest is not None and latest.assignment_id == device.assignment_id:
+        fields = _decode(latest.payload)
+    return {**fields, "online": device.online}
+
+
+async def list_readings(
+    runtime: Runtime,
+    device: OwnedDevice,
+    paging: PageRequest,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+) -> Page:
+    async with runtime.database.read() as connection:
+        total = await repository.count_readings(
+            connection, device.controller_id, device.assignment_id, since=since, until=until
+        )
+        rows = await repository.list_readings(
+            connection,
+            device.controller_id,
+            device.assignment_id,
+            since=since,
+            until=until,
+            offset=paging.offset,
+            limit=paging.page_size,
+        )
+    return Page(rows=rows, total=total, page_count=paging.page_count(total))

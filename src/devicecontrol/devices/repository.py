@@ -1,0 +1,391 @@
+"""Queries for the device link: identity, online, readings and commands. No rules here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, and_, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.db import Reader
+from devicecontrol.tables import (
+    commands,
+    controller_assignments,
+    controllers,
+    latest_readings,
+    readings,
+)
+
+UNFINISHED = ("queued", "sent")
+
+# the active assignment record of a controller: the ownership things are filed under
+_ACTIVE_ASSIGNMENT = (
+    select(controller_assignments.c.id)
+    .where(
+        controller_assignments.c.controller_id == controllers.c.id,
+        controller_assignments.c.deleted_at.is_(None),
+    )
+    .scalar_subquery()
+)
+
+
+# --- identity and online -------------------------------------------------------------------
+
+
+async def find_device(connection: Reader, serial_number: str) -> Row | None:
+    """What the link needs to know of a device: its keys, type and secret digest."""
+    query = select(
+        controllers.c.id,
+        controllers.c.serial_number,
+        controllers.c.type,
+        controllers.c.device_secret_digest,
+        _ACTIVE_ASSIGNMENT.label("assignment_id"),
+    ).where(controllers.c.serial_number == serial_number)
+    return (await connection.execute(query)).first()
+
+
+async def find_owned_device(connection: Reader, user_id: int, serial_number: str) -> Row | None:
+    """The caller's controller with its current ownership (assignment record id)."""
+    query = select(
+        controllers.c.id,
+        controllers.c.type,
+        controllers.c.online,
+        _ACTIVE_ASSIGNMENT.label("assignment_id"),
+    ).where(controllers.c.serial_number == serial_number, controllers.c.user_id == user_id)
+    return (await connection.execute(query)).first()
+
+
+async def set_device_secret(
+    connection: AsyncConnection, serial_number: str, secret_digest: str
+) -> bool:
+    result = await connection.execute(
+        update(controllers)
+        .where(controllers.c.serial_number == serial_number)
+        .values(device_secret_digest=secret_digest)
+    )
+    return result.rowcount > 0
+
+
+async def secret_digests(connection: Reader, serial_numbers: Sequence[str]) -> dict[str, Any]:
+    """Each serial's current secret digest (absent: no such controller any more)."""
+    if not serial_numbers:
+        return {}
+    query = select(controllers.c.serial_number, controllers.c.device_secret_digest).where(
+        controllers.c.serial_number.in_(list(serial_numbers))
+    )
+    return {row.serial_number: row.device_secret_digest for row in await connection.execute(query)}
+
+
+async def set_online(
+    connection: AsyncConnection, controller_id: int, *, online: bool, now: datetime
+) -> None:
+    await connection.execute(
+        update(controllers)
+        .where(controllers.c.id == controller_id)
+        .values(online=online, last_seen=now)
+    )
+
+
+async def touch_last_seen(connection: AsyncConnection, controller_id: int, now: datetime) -> None:
+    await connection.execute(
+        update(controllers).where(controllers.c.id == controller_id).values(last_seen=now)
+    )
+
+
+async def set_everyone_offline(connection: AsyncConnection) -> None:
+    await connection.execute(
+        update(controllers).where(controllers.c.online.is_(True)).values(online=False)
+    )
+
+
+# --- readings ------------------------------------------------------------------------------
+
+
+async def insert_reading(
+    connection: AsyncConnection,
+    *,
+    controller_id: int,
+    assignment_id: int | None,
+    payload: str,
+    now: datetime,
+) -> None:
+    """Store a reading and make it the controller's latest."""
+    reading_id = (
+        await connection.execute(
+            insert(readings)
+            .values(
+                controller_id=controller_id,
+                assignment_id=assignment_id,
+                payload=payload,
+                created_at=now,
+            )
+            .returning(readings.c.id)
+        )
+    ).scalar_one()
+    latest = {
+        "reading_id": reading_id,
+        "assignment_id": assignment_id,
+        "payload": payload,
+        "created_at": now,
+    }
+    updated = await connection.execute(
+        update(latest_readings)
+        .where(latest_readings.c.controller_id == controller_id)
+        .values(**latest)
+    )
+    if not updated.rowcount:
+        await connection.execute(
+            insert(latest_readings).values(controller_id=controller_id, **latest)
+        )
+
+
+async def latest_reading(connection: Reader, controller_id: int) -> Row | None:
+    query = select(
+        latest_readings.c.assignment_id, latest_readings.c.payload, latest_readings.c.created_at
+    ).where(latest_readings.c.controller_id == controller_id)
+    return (await connection.execute(query)).first()
+
+
+async def latest_readings_of(connection: Reader, controller_ids: Sequence[int]) -> dict[int, Row]:
+    if not controller_ids:
+        return {}
+    query = select(
+        latest_readings.c.controller_id,
+        latest_readings.c.assignment_id,
+        latest_readings.c.payload,
+        latest_readings.c.created_at,
+    ).where(latest_readings.c.controller_id.in_(list(controller_ids)))
+    return {row.controller_id: row for row in await connection.execute(query)}
+
+
+def _readings_of(controller_id: int, assignment_id: int, since: Any, until: Any) -> list[Any]:
+    conditions = [
+        readings.c.controller_id == controller_id,
+        readings.c.assignment_id == assignment_id,
+    ]
+    if since is not None:
+        conditions.append(readings.c.created_at >= since)
+    if until is not None:
+        conditions.append(readings.c.created_at < until)
+    return conditions
+
+
+async def count_readings(
+    connection: Reader,
+    controller_id: int,
+    assignment_id: int,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+) -> int:
+    query = (
+        select(func.count())
+        .select_from(readings)
+        .where(*_readings_of(controller_id, assignment_id, since, until))
+    )
+    return (await connection.execute(query)).scalar_one()
+
+
+async def list_readings(
+    connection: Reader,
+    controller_id: int,
+    assignment_id: int,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    offset: int,
+    limit: int,
+) -> list[Row]:
+    query = (
+        select(readings.c.payload, readings.c.created_at)
+        .where(*_readings_of(controller_id, assignment_id, since, until))
+        .order_by(readings.c.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return list(await connection.execute(query))
+
+
+async def delete_readings_before(connection: AsyncConnection, cutoff: datetime, limit: int) -> int:
+    """Delete up to ``limit`` readings older than ``cutoff`` (never a controller's latest)."""
+    batch = (
+        select(readings.c.id)
+        .where(
+            readings.c.created_at < cutoff,
+            readings.c.id.not_in(select(latest_readings.c.reading_id)),
+        )
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await connection.execute(delete(readings).where(readings.c.id.in_(batch)))
+    return result.rowcount
+
+
+# --- commands ------------------------------------------------------------------------------
+
+COMMAND_COLUMNS = (
+    commands.c.id,
+    commands.c.public_id,
+    commands.c.controller_id,
+    commands.c.assignment_id,
+    commands.c.name,
+    commands.c.params,
+    commands.c.status,
+    commands.c.created_at,
+    commands.c.sent_at,
+    commands.c.completed_at,
+    commands.c.expires_at,
+    commands.c.result,
+    commands.c.error,
+)
+
+
+async def count_unfinished(connection: AsyncConnection, controller_id: int, now: datetime) -> int:
+    query = (
+        select(func.count())
+        .select_from(commands)
+        .where(
+            commands.c.controller_id == controller_id,
+            commands.c.status.in_(UNFINISHED),
+            commands.c.expires_at > now,
+        )
+    )
+    return (await connection.execute(query)).scalar_one()
+
+
+async def insert_command(connection: AsyncConnection, values: dict[str, Any]) -> Row:
+    result = await connection.execute(insert(commands).values(**values).returning(*COMMAND_COLUMNS))
+    return result.one()
+
+
+async def find_command(connection: Reader, controller_id: int, public_id: str) -> Row | None:
+    query = select(*COMMAND_COLUMNS).where(
+        commands.c.controller_id == controller_id, commands.c.public_id == public_id
+    )
+    return (await connection.execute(query)).first()
+
+
+async def count_commands(connection: Reader, controller_id: int, assignment_id: int) -> int:
+    query = (
+        select(func.count())
+        .select_from(commands)
+        .where(commands.c.controller_id == controller_id, commands.c.assignment_id == assignment_id)
+    )
+    return (await connection.execute(query)).scalar_one()
+
+
+async def list_commands(
+    connection: Reader, controller_id: int, assignment_id: int, *, offset: int, limit: int
+) -> list[Row]:
+    query = (
+        select(*COMMAND_COLUMNS)
+        .where(commands.c.controller_id == controller_id, commands.c.assignment_id == assignment_id)
+        .order_by(commands.c.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return list(await connection.execute(query))
+
+
+async def last_command_named(
+    connection: Reader, controller_id: int, assignment_id: int, name: str
+) -> Row | None:
+    query = (
+        select(*COMMAND_COLUMNS)
+        .where(
+            commands.c.controller_id == controller_id,
+            commands.c.assignment_id == assignment_id,
+            commands.c.name == name,
+        )
+        .order_by(commands.c.id.desc())
+        .limit(1)
+    )
+    return (await connection.execute(query)).first()
+
+
+async def deliverable_commands(connection: Reader, controller_id: int, now: datetime) -> list[Row]:
+    """Queued, or sent without a result, and not expired: in creation order."""
+    query = (
+        select(*COMMAND_COLUMNS)
+        .where(
+            commands.c.controller_id == controller_id,
+            commands.c.status.in_(UNFINISHED),
+            commands.c.expires_at > now,
+        )
+        .order_by(commands.c.id)
+    )
+    return list(await connection.execute(query))
+
+
+async def queued_commands_of(
+    connection: Reader, controller_ids: Sequence[int], now: datetime
+) -> list[Row]:
+    """Queued, unexpired commands of these controllers, in creation order."""
+    if not controller_ids:
+        return []
+    query = (
+        select(*COMMAND_COLUMNS)
+        .where(
+            commands.c.controller_id.in_(list(controller_ids)),
+            commands.c.status == "queued",
+            commands.c.expires_at > now,
+        )
+        .order_by(commands.c.id)
+    )
+    return list(await connection.execute(query))
+
+
+async def move_command(
+    connection: AsyncConnection,
+    command_id: int,
+    *,
+    from_statuses: Sequence[str],
+    values: dict[str, Any],
+    unexpired_at: datetime | None = None,
+) -> bool:
+    """Change a command only if its status is still one of ``from_statuses`` (and, with
+    ``unexpired_at``, it has not expired by then): concurrent changes cannot both win."""
+    conditions = [commands.c.id == command_id, commands.c.status.in_(list(from_statuses))]
+    if unexpired_at is not None:
+        conditions.append(commands.c.expires_at > unexpired_at)
+    result = await connection.execute(update(commands).where(and_(*conditions)).values(**values))
+    return result.rowcount > 0
+
+
+async def find_command_by_public_id(connection: Reader, public_id: str) -> Row | None:
+    query = select(*COMMAND_COLUMNS).where(commands.c.public_id == public_id)
+    return (await connection.execute(query)).first()
+
+
+async def expire_overdue(
+    connection: AsyncConnection, *, from_statuses: Sequence[str], now: datetime
+) -> int:
+    """Persist ``expired`` for commands whose time is up (reads already show it)."""
+    result = await connection.execute(
+        update(commands)
+        .where(commands.c.status.in_(list(from_statuses)), commands.c.expires_at <= now)
+        .values(status="expired", completed_at=commands.c.expires_at)
+    )
+    return result.rowcount
+
+
+async def fail_unexpired(
+    connection: AsyncConnection,
+    controller_id: int,
+    *,
+    from_statuses: Sequence[str],
+    error: str,
+    now: datetime,
+) -> int:
+    result = await connection.execute(
+        update(commands)
+        .where(
+            commands.c.controller_id == controller_id,
+            commands.c.status.in_(list(from_statuses)),
+            commands.c.expires_at > now,
+        )
+        .values(status="failed", error=error, completed_at=now)
+    )
+    return result.rowcount
