@@ -15,6 +15,14 @@ DEMO_PASSWORD = "demo-password"
 FRIEND_USER = "friend@example.com"
 FRIEND_PASSWORD = "friend-password"
 
+# the simulated demo devices log in with these (`devices simulate --demo`, `serve --demo`)
+DEMO_DEVICE_SECRETS = {
+    "DEMO-MELISSA-1": "demo-melissa-1-device-secret",
+    "DEMO-PLUG-1": "demo-plug-1-device-secret",
+    "DEMO-PLUG-2": "demo-plug-2-device-secret",
+    "DEMO-BOBBIE-1": "demo-bobbie-1-device-secret",
+}
+
 DEMO_CONTROLLERS = (
     ControllerSpec("DEMO-MELISSA-1", "A0B1C2D3E4F5", "melissa", name="Living room",
                    firmware_version="1.4.2", device_group="climate", room_id=1,

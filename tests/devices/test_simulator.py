@@ -1,0 +1,101 @@
+"""Simulated devices (`devicecontrol devices simulate`): real MQTT clients that report
+readings of their type and carry out commands, exactly once per command id."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+import aiomqtt
+import msgspec
+import pytest
+
+from devicecontrol.devices.simulator import (
+    DeviceCredentials,
+    DeviceState,
+    carry_out,
+    reading_of,
+    run_device,
+)
+from tests.mosquitto import private_mosquitto
+
+DEADLINE_S = 10
+
+
+@pytest.fixture
+def broker_port(tmp_path):
+    with private_mosquitto(tmp_path) as port:
+        yield port
+
+
+async def next_message(messages, topic: str) -> dict:
+    async with asyncio.timeout(DEADLINE_S):
+        async for message in messages:
+            if message.topic.matches(topic):
+                return msgspec.json.decode(message.payload)
+    raise AssertionError(f"no message on {topic}")
+
+
+async def test_a_simulated_melissa_reports_readings_and_carries_out_a_command(broker_port):
+    device = DeviceCredentials("SIM-MEL-1", "sim-secret", "melissa")
+    state = DeviceState()
+    connected = asyncio.Event()
+    async with aiomqtt.Client("127.0.0.1", broker_port, identifier="observer") as observer:
+        await observer.subscribe("devices/SIM-MEL-1/#", qos=1)
+        task = asyncio.create_task(
+            run_device(device, "127.0.0.1", broker_port, interval_s=0.2, state=state,
+                       on_connected=lambda _: connected.set())
+        )  # fmt: skip
+        try:
+            reading = await next_message(observer.messages, "devices/SIM-MEL-1/state")
+            assert set(reading) == {"temp", "humidity", "raw_temperature", "raw_humidity"}
+            assert 16 < reading["temp"] < 30 and 0 < reading["humidity"] < 100
+            await asyncio.wait_for(connected.wait(), DEADLINE_S)
+            command = {"id": "c-1", "name": "send_ir_code",
+                       "params": {"state": 1, "mode": 3, "temp": 22, "fan": 2},
+                       "expires_at": "2030-01-01 00:00:00"}  # fmt: skip
+            await observer.publish(
+                "devices/SIM-MEL-1/commands", msgspec.json.encode(command), qos=1
+            )
+            result = await next_message(observer.messages, "devices/SIM-MEL-1/commands/result")
+            assert result == {"id": "c-1", "status": "succeeded",
+                              "result": {"applied": command["params"]}}  # fmt: skip
+            assert state.settings == command["params"]
+            # at-least-once delivery: the same id again gets the same result, applied once
+            await observer.publish(
+                "devices/SIM-MEL-1/commands", msgspec.json.encode(command), qos=1
+            )
+            again = await next_message(observer.messages, "devices/SIM-MEL-1/commands/result")
+            assert again == result
+            assert len(state.received) == 1
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@pytest.mark.parametrize(
+    ("device_type", "fields"),
+    [
+        ("melissa", {"temp", "humidity", "raw_temperature", "raw_humidity"}),
+        ("smart_plug", {"relay_state", "power"}),
+        ("bobbie", {"temp", "humidity", "raw_temperature", "raw_humidity", "relay_state"}),
+        ("vicki", {"temp", "battery", "keepalive"}),
+        ("other", {"uptime"}),
+    ],
+)
+def test_readings_look_like_their_type(device_type, fields):
+    assert set(reading_of(device_type, DeviceState(), random.Random(1))) == fields
+
+
+def test_a_plug_switched_off_reports_no_power_and_an_unknown_command_fails():
+    state = DeviceState()
+    done = carry_out("smart_plug", {"id": "1", "name": "switch_on_off",
+                                    "params": {"state": "off"}}, state)  # fmt: skip
+    assert done["status"] == "succeeded"
+    assert reading_of("smart_plug", state, random.Random(1)) == {
+        "relay_state": "off", "power": [0.0],
+    }  # fmt: skip
+    failed = carry_out("smart_plug", {"id": "2", "name": "send_ir_code", "params": {}}, state)
+    assert failed == {"id": "2", "status": "failed", "error": "unknown command send_ir_code"}
