@@ -56,6 +56,7 @@ def write_file(path: Path, rows: int, owned_every: int) -> None:
                 "claim_code": f"CODE-{index:08X}",
                 "owner": owner_email(index % OWNERS) if owned else "",
                 "online": "true" if index % 3 == 0 else "false",
+                "device_secret": f"import-device-secret-{index:08d}",
             }
             writer.writerow(values[column] for column in COLUMNS)
 

@@ -65,9 +65,12 @@ def free_port() -> int:
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The children's environment; a server's device link listens on a free port of its
+    own unless the test names one (never the default 1884, which tests would share)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEVICECONTROL_")}
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
+    env.setdefault("DEVICECONTROL_MQTT_LISTEN", f"127.0.0.1:{free_port()}")
     return env
 
 
@@ -100,6 +103,7 @@ class Server:
     base_url: str
     stdout_path: Path
     stderr_path: Path
+    mqtt_port: int  # its device link's broker
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(encoding="utf-8")
@@ -161,17 +165,19 @@ def running_server(
         database_url,
         *extra_args,
     ]
+    environment = child_environment(env)
+    mqtt_port = int(environment["DEVICECONTROL_MQTT_LISTEN"].rpartition(":")[2])
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
-            env=child_environment(env),
+            env=environment,
             cwd=workdir,
             start_new_session=True,
         )
-    server = Server(process, f"http://127.0.0.1:{port}", stdout_path, stderr_path)
+    server = Server(process, f"http://127.0.0.1:{port}", stdout_path, stderr_path, mqtt_port)
     try:
         _wait_until_answering(server)
         yield server

@@ -16,6 +16,7 @@ from litestar.testing import AsyncTestClient
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
+from tests.devices.helpers import make_commands, report
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -30,7 +31,8 @@ HAL = "application/hal+json"
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 SN = "/v1/controllers/{serial_number}"
-# every status each operation can answer (contract §1, §2, §4, §7, §8)
+COMMANDS = f"{SN}/commands"
+# every status each operation can answer (contract §1, §2, §4, §7, §8, §10)
 EXPECTED_STATUSES = {
     ("post", "/v1/auth/login"): {200, 400, 401, 413, 415, 429, 503},
     ("post", "/v1/auth/renew"): {200, 400, 401, 413, 415, 429, 503},
@@ -42,7 +44,14 @@ EXPECTED_STATUSES = {
     ("delete", f"{SN}/assign"): {200, 401, 404, 503},
     ("patch", f"{SN}/reassign"): {200, 400, 401, 404, 409, 413, 415, 422, 503},
     ("get", f"{SN}/assignments"): {200, 400, 401, 404, 503},
+    ("post", "/v1/provider/send"): {200, 400, 401, 404, 413, 415, 429, 503},
+    ("post", "/v1/provider/fetch"): {200, 400, 401, 404, 413, 415, 503},
+    ("post", COMMANDS): {201, 400, 401, 404, 413, 415, 429, 503},
+    ("get", COMMANDS): {200, 400, 401, 404, 503},
+    ("get", f"{COMMANDS}/{{command_id}}"): {200, 401, 404, 503},
+    ("get", f"{SN}/readings"): {200, 400, 401, 404, 503},
 }
+CREATED = {("post", COMMANDS)}  # the success is 201, with Location
 TOKEN_FIELDS = {
     "/v1/auth/login": ({"client_id", "client_secret", "username", "password"}, set()),
     "/v1/auth/renew": ({"client_id", "client_secret", "refresh_token"}, set()),
@@ -125,9 +134,12 @@ async def test_each_operation_documents_hal_success_and_problem_errors(client, m
     operation = operations(document)[(method, path)]
     responses = {int(status): response for status, response in operation["responses"].items()}
     assert set(responses) == EXPECTED_STATUSES[(method, path)]
-    assert set(responses[200]["content"]) == {HAL}
+    success = 201 if (method, path) in CREATED else 200
+    assert set(responses[success]["content"]) == {HAL}
+    if success == 201:
+        assert responses[201]["headers"]["Location"]["required"] is True
     for status, response in responses.items():
-        if status == 200:
+        if status == success:
             continue
         assert set(response["content"]) == {PROBLEM}, status
         problem = resolve(document, response["content"][PROBLEM]["schema"])
@@ -219,10 +231,11 @@ async def test_controller_bodies_path_and_query_parameters_are_documented(client
     assert owner_schema["properties"]["owner"]["format"] == "email"
     for (_, path), operation in ops.items():
         if "{serial_number}" in path:
-            (serial,) = [p for p in operation["parameters"] if p["in"] == "path"]
+            (serial,) = [p for p in operation["parameters"] if p["name"] == "serial_number"]
+            assert serial["in"] == "path"
             assert serial["required"] is True
             assert serial["schema"]["pattern"] == "^[A-Za-z0-9_-]{1,64}$"
-    for path in ("/v1/controllers", f"{SN}/assignments"):
+    for path in ("/v1/controllers", f"{SN}/assignments", COMMANDS, f"{SN}/readings"):
         query = {
             p["name"]: p["schema"] for p in ops[("get", path)]["parameters"] if p["in"] == "query"
         }
@@ -235,6 +248,33 @@ async def test_controller_bodies_path_and_query_parameters_are_documented(client
         }
     listing = {p["name"]: p["schema"] for p in ops[("get", "/v1/controllers")]["parameters"]}
     assert (listing["type"]["type"], listing["mac"]["type"]) == ("string", "string")
+
+
+async def test_device_bodies_and_parameters_are_documented(client):
+    ops = operations(await fetch_document(client))
+    send = ops[("post", "/v1/provider/send")]["requestBody"]["content"][JSON]["schema"]
+    assert set(send["required"]) == {"serial_number", "command"}
+    assert {"state", "mode", "temp", "fan", "time"} <= set(send["properties"])
+    assert "additionalProperties" not in send  # fields a command does not take are ignored
+    fetch = ops[("post", "/v1/provider/fetch")]["requestBody"]["content"][JSON]["schema"]
+    assert fetch["required"] == ["serial_number"]
+    native = ops[("post", COMMANDS)]["requestBody"]["content"][JSON]["schema"]
+    assert native["required"] == ["name"] and native["additionalProperties"] is False
+    assert set(native["properties"]) == {"name", "params", "ttl"}
+    ttl = native["properties"]["ttl"]["anyOf"][0]
+    assert (ttl["minimum"], ttl["maximum"]) == (1, 86400)
+    query = {p["name"]: p["schema"] for p in ops[("post", COMMANDS)]["parameters"]}
+    assert query["wait"] == {**query["wait"], "type": "integer", "minimum": 0, "maximum": 30}
+    readings = {p["name"]: p["schema"] for p in ops[("get", f"{SN}/readings")]["parameters"]}
+    for bound in ("since", "until"):
+        assert readings[bound]["type"] == "string" and readings[bound]["pattern"], bound
+    (command_id,) = [
+        p for p in ops[("get", f"{COMMANDS}/{{command_id}}")]["parameters"]
+        if p["name"] == "command_id"
+    ]  # fmt: skip
+    assert command_id["in"] == "path" and command_id["schema"]["pattern"]
+    assert {tuple(o["tags"]) for (_, p), o in ops.items() if "provider" in p or "/comm" in p
+            or "/readings" in p} == {("devices",)}  # fmt: skip
 
 
 async def test_page_size_bounds_follow_the_configured_default_and_maximum(database_url):
@@ -341,3 +381,66 @@ async def test_the_server_rejects_what_the_document_rejects_and_no_more(runtime,
     assert separators.status_code == 200, separators.text
     assert [c["serial_number"] for c in separators.json()["_embedded"]["controller"]] == ["SN-MINE"]
     assert "mac" not in separators.json()["_links"]["self"]["href"]
+
+
+async def test_real_device_responses_match_the_document(runtime, client, clock):
+    documented = Documented(await fetch_document(client))
+    user_id, headers = await logged_in_user(runtime, client)
+    await make_controller(runtime, "MEL1", owner="ana@example.com", type="melissa")
+    await make_controller(runtime, "PLUG1", owner="ana@example.com")
+    await report(runtime, "MEL1", {"temp": 21.5, "humidity": 40.2, "online": True})
+    await make_commands(runtime, user_id, "PLUG1", 100)
+    ir = {
+        "serial_number": "MEL1",
+        "command": "send_ir_code",
+        "state": 1,
+        "mode": 3,
+        "temp": 22.0,
+        "fan": 2,
+    }
+    on = {"name": "switch_on_off", "params": {"state": "on"}}
+    created = await client.post(
+        "/v1/controllers/MEL1/commands?wait=0", json={"name": "turn_led_off"}, headers=headers
+    )
+    command = f"/v1/controllers/MEL1/commands/{created.json()['command']['id']}"
+    clock.advance(301)  # the 100 expire: shown as such
+    cases = [
+        ("post", COMMANDS, created),
+        ("get", SN, await client.get("/v1/controllers/MEL1", headers=headers)),
+        ("get", SN, await client.get("/v1/controllers/PLUG1", headers=headers)),
+        ("get", "/v1/controllers", await client.get("/v1/controllers", headers=headers)),
+        ("post", "/v1/provider/send", await client.post("/v1/provider/send", json=ir,
+         headers=headers)),
+        ("post", "/v1/provider/send", await client.post("/v1/provider/send",
+         json={**ir, "temp": 40}, headers=headers)),
+        ("post", "/v1/provider/send", await client.post("/v1/provider/send",
+         json={**ir, "serial_number": "NOPE"}, headers=headers)),
+        ("post", "/v1/provider/fetch", await client.post("/v1/provider/fetch",
+         json={"serial_number": "MEL1"}, headers=headers)),
+        ("post", "/v1/provider/fetch", await client.post("/v1/provider/fetch",
+         json={"serial_number": "PLUG1"}, headers=headers)),
+        ("post", "/v1/provider/fetch", await client.post("/v1/provider/fetch", content=b"x",
+         headers={**headers, "Content-Type": "text/plain"})),
+        ("post", COMMANDS, await client.post("/v1/controllers/PLUG1/commands", json=on,
+         headers=headers)),
+        ("post", COMMANDS, await client.post("/v1/controllers/PLUG1/commands?wait=31",
+         json=on, headers=headers)),
+        ("get", COMMANDS, await client.get("/v1/controllers/PLUG1/commands?page_size=2",
+         headers=headers)),
+        ("get", f"{COMMANDS}/{{command_id}}", await client.get(command, headers=headers)),
+        ("get", f"{COMMANDS}/{{command_id}}", await client.get(command + "0",
+         headers=headers)),
+        ("get", f"{SN}/readings", await client.get("/v1/controllers/MEL1/readings",
+         headers=headers)),
+        ("get", f"{SN}/readings", await client.get("/v1/controllers/MEL1/readings?until=x",
+         headers=headers)),
+    ]  # fmt: skip
+    statuses = [response.status_code for _, _, response in cases]
+    assert statuses == [201, 200, 200, 200, 200, 400, 404, 200, 200, 415, 201, 400, 200,
+                        200, 404, 200, 400]  # fmt: skip
+    for method, path, response in cases:
+        documented.check(method, path, response)
+    await make_commands(runtime, user_id, "PLUG1", 99)
+    too_many = await client.post("/v1/controllers/PLUG1/commands", json=on, headers=headers)
+    assert too_many.status_code == 429
+    documented.check("post", COMMANDS, too_many)

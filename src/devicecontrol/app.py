@@ -23,6 +23,8 @@ from devicecontrol.auth.middleware import BearerTokenMiddleware
 from devicecontrol.auth.routes import AuthController
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
+from devicecontrol.devices.asyncapi import asyncapi_json
+from devicecontrol.devices.routes import DevicesController, ProviderController
 from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
 from devicecontrol.housekeeping import purge_periodically
 from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
@@ -34,7 +36,13 @@ from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024
 GZIP_MINIMUM_BYTES = 1024
-API_CONTROLLERS = [AuthController, UsersController, ControllersController]
+API_CONTROLLERS = [
+    AuthController,
+    UsersController,
+    ControllersController,
+    DevicesController,
+    ProviderController,
+]
 API_DESCRIPTION = """\
 The device-control v1 API. Every endpoint also answers without the `/v1` prefix (documented
 once, under `/v1`). Successes are `application/hal+json`; every error is RFC 9457
@@ -45,6 +53,11 @@ API_TAGS = [
     Tag(name="auth", description="Tokens: log in, renew, revoke (no bearer token needed)."),
     Tag(name="users", description="The caller's profile."),
     Tag(name="controllers", description="The caller's controllers and their ownership."),
+    Tag(
+        name="devices",
+        description="What the caller's devices report and the commands they are sent: the "
+        "original API's /provider endpoints and each controller's commands and readings.",
+    ),
 ]
 
 
@@ -149,6 +162,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             # the unprefixed paths existing clients call; documented once, under /v1
             Router(path="/", route_handlers=API_CONTROLLERS, include_in_schema=False),
             openapi_json,
+            asyncapi_json,  # the device topics' document, beside it
             *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
         ],
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+# the same, as a pattern: ASCII digits only (Python's \d takes other scripts' digits too)
+TIMESTAMP_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}$"
 
 
 class TimeSource(Protocol):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
+
+from devicecontrol.config import Settings
+from devicecontrol.paging import Page, PageRequest, size_query
 
 API_PREFIX = "/v1"
 HAL_JSON = "application/hal+json"
@@ -52,3 +56,25 @@ def page_links(path: str, *, page: int, page_count: int, query: dict[str, str | 
         prev=at(page - 1) if 1 < page <= page_count else None,
         next=at(page + 1) if page < page_count else None,
     )
+
+
+def page_members(
+    settings: Settings,
+    paging: PageRequest,
+    result: Page,
+    path: str,
+    filters: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """What every paged collection carries beside its items: counts and links.
+
+    Links keep a non-default ``page_size`` and the filters that were given, in that order.
+    """
+    query: dict[str, str | int] = size_query(settings, paging)
+    query.update({name: value for name, value in (filters or {}).items() if value is not None})
+    return {
+        "total": result.total,
+        "page": paging.page,
+        "page_size": paging.page_size,
+        "page_count": result.page_count,
+        "links": page_links(path, page=paging.page, page_count=result.page_count, query=query),
+    }

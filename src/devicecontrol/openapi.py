@@ -117,17 +117,20 @@ _OAUTH_DESCRIPTIONS = {
 }
 
 
-def problems(*statuses: int, oauth: bool = False) -> dict[int, ResponseSpec]:
+def problems(
+    *statuses: int, oauth: bool = False, descriptions: dict[int, str] | None = None
+) -> dict[int, ResponseSpec]:
     """The problem+json responses of the given statuses, for a handler's ``responses=``.
 
-    With ``oauth``, 400 and 401 are RFC 6749 errors (the token endpoints).
+    With ``oauth``, 400 and 401 are RFC 6749 errors (the token endpoints). ``descriptions``
+    replaces the usual text of a status where this endpoint answers it for other reasons.
     """
     specs = {}
     for status in statuses:
         oauth_error = oauth and status in _OAUTH_DESCRIPTIONS
-        description = (_OAUTH_DESCRIPTIONS if oauth_error else _DESCRIPTIONS).get(
-            status, HTTPStatus(status).phrase
-        )
+        description = (descriptions or {}).get(status) or (
+            _OAUTH_DESCRIPTIONS if oauth_error else _DESCRIPTIONS
+        ).get(status, HTTPStatus(status).phrase)
         specs[status] = ResponseSpec(
             data_container=OAuthProblem if oauth_error else Problem,
             media_type=PROBLEM_MEDIA_TYPE,

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from devicecontrol.cli import main
+from devicecontrol.devices.identity import authenticate_device
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import metadata
 from tests.processes import DEVICECONTROL, run_cli
@@ -184,3 +185,11 @@ async def rows(runtime: Runtime, table: Any, *where: Any) -> list[Any]:
     async with runtime.database.read() as connection:
         query = select(table).where(*where).order_by(table.c.id)
         return list(await connection.execute(query))
+
+
+async def connects(runtime: Runtime, serial: str, secret: str) -> bool:
+    """Whether the device link would let the device in with this secret (contract §9)."""
+    device = await authenticate_device(
+        runtime, client_id=serial, username=serial, password=secret, address="192.0.2.1"
+    )
+    return device is not None and device.serial_number == serial

@@ -5,9 +5,17 @@ from __future__ import annotations
 import pytest
 
 from devicecontrol.controllers.identity import claim_code_digest
+from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.tables import controller_assignments, controllers
 from devicecontrol.users.service import disable_user
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    connects,
+    rows,
+    snapshot,
+)
 from tests.factories import logged_in_user, make_controller, make_user
 
 
@@ -60,6 +68,7 @@ async def test_controllers_add_with_only_the_required_options_is_unowned_and_off
     assert (row.user_id, row.online, row.brand_id, row.room_id) == (None, False, 1, None)
     assert (row.name, row.firmware_version, row.device_group) == ("", "", "")
     assert row.claim_code_digest is None
+    assert row.device_secret_digest is not None  # generated: every added device can connect
     assert await rows(runtime, controller_assignments) == []
 
 
@@ -70,6 +79,76 @@ async def test_controllers_add_normalises_the_mac_to_uppercase_hex(mac, database
     )
     assert_succeeded(result)
     assert [row.mac for row in await rows(runtime, controllers)] == ["AABBCCDDEEFF"]
+
+
+def printed_secret(stdout: str) -> str:
+    [line] = [line for line in stdout.splitlines() if line.startswith("device_secret: ")]
+    return line.removeprefix("device_secret: ")
+
+
+async def test_controllers_add_with_a_device_secret_stores_only_its_digest(database_url, runtime):
+    secret = "plug-1-device-secret-0123"
+    result = await cli(
+        "controllers", "add", "PLUG1", "--mac", "AABBCCDDEEFF", "--type", "smart_plug",
+        "--device-secret", secret, database_url=database_url,
+    )  # fmt: skip
+    assert_succeeded(result)
+    assert result.stderr == ""
+    assert secret not in result.stdout  # the operator chose it: nothing to show
+    assert "device_secret" not in result.stdout
+    [row] = await rows(runtime, controllers)
+    assert row.device_secret_digest == device_secret_digest(secret)
+    assert secret not in repr(await snapshot(runtime))
+    assert await connects(runtime, "PLUG1", secret)
+    assert not await connects(runtime, "PLUG1", secret + "x")
+
+
+async def test_controllers_add_without_a_device_secret_generates_one_and_prints_it_once(
+    database_url, runtime
+):
+    outputs = []
+    for serial, mac in (("MEL1", "AABBCCDDEE01"), ("MEL2", "AABBCCDDEE02")):
+        result = await cli(
+            "controllers", "add", serial, "--mac", mac, "--type", "melissa",
+            database_url=database_url,
+        )  # fmt: skip
+        assert_succeeded(result)
+        assert result.stderr == ""
+        assert "cannot be shown again" in result.stdout
+        outputs.append(result.stdout)
+    first, second = (printed_secret(stdout) for stdout in outputs)
+    assert len(first) >= 32 and first != second
+    assert outputs[0].count(first) == 1  # printed once, on its own line
+    one, two = await rows(runtime, controllers)
+    assert one.device_secret_digest == device_secret_digest(first)
+    assert two.device_secret_digest == device_secret_digest(second)
+    stored = repr(await snapshot(runtime))
+    assert first not in stored and second not in stored
+    assert await connects(runtime, "MEL1", first)
+    assert not await connects(runtime, "MEL1", second)  # each device has its own
+    assert not await connects(runtime, "MEL2", "")
+
+
+async def test_controllers_add_warns_in_one_line_of_a_short_device_secret_and_keeps_it(
+    database_url, runtime
+):
+    result = await cli(
+        "controllers", "add", "PLUG1", "--mac", "AABBCCDDEEFF", "--type", "smart_plug",
+        "--device-secret", "short-secret", database_url=database_url,
+    )  # fmt: skip
+    assert_succeeded(result)
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith("Warning: ") and "shorter than 16 characters" in warning
+    assert "short-secret" not in warning
+    assert await connects(runtime, "PLUG1", "short-secret")
+
+
+async def test_controllers_add_help_says_online_is_only_the_initial_value(database_url):
+    result = await cli("controllers", "add", "--help")
+    assert_succeeded(result)
+    text = " ".join(result.stdout.split())
+    assert "--device-secret" in text
+    assert "Initial connectivity flag only" in text and "device link sets it" in text
 
 
 BAD_INPUTS = {
@@ -102,6 +181,26 @@ BAD_INPUTS = {
         "room_id",
     ),
     "missing --type": (["NEW1", "--mac", "AABBCCDDEE01"], "--type"),
+    "empty device secret": (
+        ["NEW1", "--mac", "AABBCCDDEE01", "--type", "melissa", "--device-secret", ""],
+        "device_secret: must not be empty",
+    ),
+    "blank device secret": (
+        ["NEW1", "--mac", "AABBCCDDEE01", "--type", "melissa", "--device-secret", "   "],
+        "device_secret: must not be empty",
+    ),
+    "device secret with NUL": (
+        ["NEW1", "--mac", "AABBCCDDEE01", "--type", "melissa", "--device-secret", "abc\x00def"],
+        "device_secret: must not contain NUL",
+    ),
+    "device secret with white space around it": (
+        ["NEW1", "--mac", "AABBCCDDEE01", "--type", "melissa", "--device-secret", " x" * 10],
+        "device_secret: must not start or end with white space",
+    ),
+    "device secret on a duplicate serial": (
+        ["TAKEN", "--mac", "AABBCCDDEE01", "--type", "melissa", "--device-secret", "x" * 20],
+        "TAKEN",
+    ),
 }
 
 

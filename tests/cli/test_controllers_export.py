@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from devicecontrol.config import Settings
-from devicecontrol.controllers.csvfile import COLUMNS
+from devicecontrol.controllers.csvfile import EXPORT_COLUMNS
 from devicecontrol.controllers.export import EXPORT_BATCH_ROWS
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controller_assignments, controllers, users
@@ -25,16 +25,18 @@ from tests.cli.support import (
 )
 from tests.factories import make_controller, make_user
 
-HEADER = ",".join(COLUMNS) + "\n"
+HEADER = ",".join(EXPORT_COLUMNS) + "\n"
 OWNERS = ("Ana@Example.com", "ben@example.com")
 
 # awkward values a CSV writer must quote, or a spreadsheet might take for a formula
+# (and device secrets, which an export cannot carry: only their digests are stored)
 AWKWARD = """\
-serial_number,mac,type,name,firmware_version,brand_id,device_group,room_id,claim_code,owner,online
-ODD-1,AABBCCDDEE01,melissa,"Kitchen, by ""the"" window",1.0,3,climate,4,CODE-1,ana@example.com,1
-ODD-2,aabbccddeeff0011,vicki,=SUM(A1:A2),,1,,,CODE-2,,false
-ODD-3,AABBCCDDEE03,bobbie,Café ☕ ünïcode,2.0-beta,9,g_1,,,BEN@example.com,yes
-"""
+serial_number,mac,type,name,firmware_version,brand_id,device_group,room_id,claim_code,owner,online,device_secret
+ODD-1,AABBCCDDEE01,melissa,"Kitchen, by ""the"" window",1.0,3,climate,4,CODE-1,ana@example.com,1,odd-1-device-secret
+ODD-2,aabbccddeeff0011,vicki,=SUM(A1:A2),,1,,,CODE-2,,false,
+ODD-3,AABBCCDDEE03,bobbie,Café ☕ ünïcode,2.0-beta,9,g_1,,,BEN@example.com,yes,odd-3-device-secret
+"""  # noqa: E501
+DEVICE_SECRETS = ("odd-1-device-secret", "odd-3-device-secret", "added-1-device-secret")
 
 
 @pytest.fixture
@@ -96,12 +98,13 @@ async def fill(runtime: Runtime, database_url: str, tmp_path, *, many: int = 0) 
     """The owners, the awkward rows, and ``many`` plain ones (by import); one more by add."""
     for owner in OWNERS:
         await make_user(runtime, owner)
-    text = AWKWARD + "".join(f"MANY-{i:05d},02CD{i:08X},smart_plug,,,,,,,,\n" for i in range(many))
+    text = AWKWARD + "".join(f"MANY-{i:05d},02CD{i:08X},smart_plug,,,,,,,,,\n" for i in range(many))
     path = tmp_path / "source.csv"
     path.write_text(text, encoding="utf-8")
     assert_succeeded(await cli("controllers", "import", str(path), database_url=database_url))
     await make_controller(runtime, "ADDED-1", mac="AABBCCDDEE77", owner="ben@example.com",
-                          room_id=2, online=True, claim_code="SECRET-CLAIM")  # fmt: skip
+                          room_id=2, online=True, claim_code="SECRET-CLAIM",
+                          device_secret="added-1-device-secret")  # fmt: skip
 
 
 async def test_an_export_imported_into_an_empty_database_registers_the_same_controllers(
@@ -113,16 +116,20 @@ async def test_an_export_imported_into_an_empty_database_registers_the_same_cont
     assert_succeeded(result)
     assert "exported 4 controller(s)" in result.stdout
     assert "3 claim code(s) left empty" in result.stdout
+    assert "3 device secret(s) not exported" in result.stdout
+    assert exported.read_text(encoding="utf-8").startswith(HEADER)
     for owner in OWNERS:  # accounts are not part of the export
         await make_user(other_runtime, owner)
     imported = await cli("controllers", "import", str(exported),
                          database_url=other_runtime.database.url)  # fmt: skip
     assert_succeeded(imported)
     assert "added 4" in imported.stdout
+    assert "4 added without a device secret" in imported.stdout  # the operator is told
     assert await registry(other_runtime) == await registry(runtime)
     assert await active_records(other_runtime) == await active_records(runtime)
     copied = await rows(other_runtime, controllers)
     assert [row.claim_code_digest for row in copied] == [None] * 4  # no claim code came along
+    assert [row.device_secret_digest for row in copied] == [None] * 4  # nor a device secret
 
 
 async def test_an_export_imported_into_the_same_database_changes_nothing(
@@ -140,8 +147,12 @@ async def test_an_export_imported_into_the_same_database_changes_nothing(
     before = await snapshot(runtime)
     again = await cli("controllers", "import", str(exported), database_url=database_url)
     assert_succeeded(again)
-    assert f"added 0, already registered {len(serials)}, skipped 0" in again.stdout
-    assert await snapshot(runtime) == before  # the stored claim code digests are kept
+    assert again.stdout == f"added 0, already registered {len(serials)}, skipped 0 bad row(s)\n"
+    # the stored claim code and device secret digests are kept
+    assert await snapshot(runtime) == before
+    assert sum(
+        row.device_secret_digest is not None for row in await rows(runtime, controllers)
+    ) == (len(DEVICE_SECRETS))
 
 
 async def test_export_without_a_file_writes_the_csv_to_stdout(database_url, runtime, tmp_path):
@@ -167,7 +178,11 @@ async def test_export_without_a_file_writes_the_csv_to_stdout(database_url, runt
     )  # fmt: skip
     assert (added["owner"], added["room_id"], added["online"]) == ("ben@example.com", "2", "true")
     assert "SECRET-CLAIM" not in result.stdout and "CODE-1" not in result.stdout
+    assert "device_secret" not in result.stdout
+    for secret in DEVICE_SECRETS:
+        assert secret not in result.stdout
     assert result.stderr.strip().startswith("exported 4 controller(s) to stdout")
+    assert "3 device secret(s) not exported" in result.stderr
 
 
 async def test_an_empty_registry_exports_only_the_header(database_url, tmp_path):

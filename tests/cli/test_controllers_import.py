@@ -7,8 +7,16 @@ import re
 import pytest
 
 from devicecontrol.controllers.identity import claim_code_digest
+from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.tables import controller_assignments, controllers
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.cli.support import (
+    assert_one_line_error,
+    assert_succeeded,
+    cli,
+    connects,
+    rows,
+    snapshot,
+)
 from tests.factories import logged_in_user, make_controller, make_user
 
 FULL = """\
@@ -146,18 +154,21 @@ async def test_with_skip_invalid_the_good_rows_land_and_the_bad_ones_are_reporte
     assert (record.serial_number, record.user_id) == ("GOOD-2", ana)
 
 
-REGISTERED = "REG-1,AABBCCDDEE01,melissa,,ana@example.com,THE-CODE"
+REG_1_SECRET = "reg-1-device-secret-0123"
+REGISTERED = f"REG-1,AABBCCDDEE01,melissa,,ana@example.com,THE-CODE,{REG_1_SECRET}"
 
 
 async def register_reg_1(runtime):
     await make_user(runtime, "ana@example.com")
     await make_user(runtime, "ben@example.com")
     await make_controller(runtime, "REG-1", mac="AABBCCDDEE01", type="melissa",
-                          owner="ana@example.com", claim_code="THE-CODE")  # fmt: skip
+                          owner="ana@example.com", claim_code="THE-CODE",
+                          device_secret=REG_1_SECRET)  # fmt: skip
 
 
 def reg_1_file(tmp_path, row: str) -> str:
-    return write_csv(tmp_path, f"serial_number,mac,type,name,owner,claim_code\n{row}\n")
+    header = "serial_number,mac,type,name,owner,claim_code,device_secret"
+    return write_csv(tmp_path, f"{header}\n{row}\n")
 
 
 @pytest.mark.parametrize(
@@ -166,11 +177,13 @@ def reg_1_file(tmp_path, row: str) -> str:
         REGISTERED,
         "REG-1,aa:bb:cc:dd:ee:01,melissa,,,THE-CODE",
         REGISTERED.replace("THE-CODE", ""),
+        REGISTERED.replace(REG_1_SECRET, ""),
     ],
     ids=[
         "same values",
         "same values, other MAC spelling, owner left out",
         "claim code left out (as in an export): the stored one is kept",
+        "device secret left out (as in an export): the stored one is kept",
     ],
 )
 async def test_a_serial_registered_with_the_same_values_is_skipped(
@@ -194,8 +207,9 @@ async def test_a_serial_registered_with_the_same_values_is_skipped(
         REGISTERED.replace("melissa,,", "melissa,Other name,"),
         REGISTERED.replace("ana@", "ben@"),
         REGISTERED.replace("THE-CODE", "ANOTHER-CODE"),
+        REGISTERED.replace(REG_1_SECRET, "another-device-secret-0123"),
     ],
-    ids=["mac", "type", "name", "owner", "claim code"],
+    ids=["mac", "type", "name", "owner", "claim code", "device secret"],
 )
 async def test_a_serial_registered_with_different_values_is_a_bad_row(
     row, database_url, runtime, tmp_path
@@ -207,10 +221,121 @@ async def test_a_serial_registered_with_different_values_is_a_bad_row(
     assert result.returncode == 1
     assert reported_lines(result.stderr) == [2]
     assert "REG-1" in result.stderr
+    assert "another-device-secret" not in result.stderr  # the field is named, never the value
     skipped = await cli("controllers", "import", path, "--skip-invalid", database_url=database_url)
     assert_succeeded(skipped)
     assert reported_lines(skipped.stderr) == [2]
     assert await snapshot(runtime) == before
+
+
+WITH_SECRETS = """\
+serial_number,mac,type,device_secret
+SEC-1,AABBCCDDEE01,smart_plug,sec-1-device-secret-0123
+SEC-2,AABBCCDDEE02,smart_plug,
+SEC-3,AABBCCDDEE03,melissa,sec-3-device-secret-0123
+"""
+
+
+async def test_an_import_stores_each_device_secret_as_a_digest_and_counts_rows_without_one(
+    database_url, runtime, tmp_path
+):
+    result = await cli(
+        "controllers", "import", write_csv(tmp_path, WITH_SECRETS), database_url=database_url
+    )
+    assert_succeeded(result)
+    assert result.stdout == (
+        "added 3, already registered 0, skipped 0 bad row(s); 1 added without a device secret "
+        "(they cannot connect until controllers rotate-secret gives them one)\n"
+    )
+    assert result.stderr == ""
+    digests = {
+        row.serial_number: row.device_secret_digest for row in await rows(runtime, controllers)
+    }
+    assert digests == {
+        "SEC-1": device_secret_digest("sec-1-device-secret-0123"),
+        "SEC-2": None,
+        "SEC-3": device_secret_digest("sec-3-device-secret-0123"),
+    }
+    assert "device-secret-0123" not in repr(await snapshot(runtime))
+    assert await connects(runtime, "SEC-1", "sec-1-device-secret-0123")
+    assert not await connects(runtime, "SEC-1", "sec-3-device-secret-0123")
+    assert not await connects(runtime, "SEC-2", "")
+
+
+async def test_an_import_without_the_device_secret_column_registers_devices_without_one(
+    database_url, runtime, tmp_path
+):
+    text = "serial_number,mac,type\nNOSEC-1,AABBCCDDEE01,smart_plug\nNOSEC-2,AABBCCDDEE02,vicki\n"
+    result = await cli(
+        "controllers", "import", write_csv(tmp_path, text), database_url=database_url
+    )
+    assert_succeeded(result)
+    assert "added 2, already registered 0, skipped 0 bad row(s); 2 added without a device" in (
+        result.stdout
+    )
+    assert [row.device_secret_digest for row in await rows(runtime, controllers)] == [None, None]
+
+
+async def test_a_rerun_of_a_file_with_device_secrets_changes_nothing(
+    database_url, runtime, tmp_path
+):
+    path = write_csv(tmp_path, WITH_SECRETS)
+    assert_succeeded(await cli("controllers", "import", path, database_url=database_url))
+    before = await snapshot(runtime)
+    again = await cli("controllers", "import", path, database_url=database_url)
+    assert_succeeded(again)
+    assert again.stdout == "added 0, already registered 3, skipped 0 bad row(s)\n"
+    assert await snapshot(runtime) == before
+
+
+async def test_a_device_secret_stated_for_a_registered_controller_without_one_is_a_bad_row(
+    database_url, runtime, tmp_path
+):
+    """An import never changes a registered controller: rotate-secret gives it a secret."""
+    await make_controller(runtime, "BARE-1", mac="AABBCCDDEE01")
+    before = await snapshot(runtime)
+    text = (
+        "serial_number,mac,type,device_secret\nBARE-1,AABBCCDDEE01,smart_plug,new-secret-0123456\n"
+    )
+    result = await cli("controllers", "import", write_csv(tmp_path, text), "--skip-invalid",
+                       database_url=database_url)  # fmt: skip
+    assert_succeeded(result)
+    assert reported_lines(result.stderr) == [2]
+    assert "(device_secret)" in result.stderr
+    assert await snapshot(runtime) == before
+
+
+async def test_an_import_refuses_a_device_secret_with_white_space_around_it(
+    database_url, runtime, tmp_path
+):
+    text = (
+        "serial_number,mac,type,device_secret\n"
+        "PAD-1,AABBCCDDEE01,smart_plug, padded-secret-0123\n"
+        "PAD-2,AABBCCDDEE02,smart_plug,   \n"  # blank: not stated, like any empty cell
+    )
+    result = await cli("controllers", "import", write_csv(tmp_path, text), "--skip-invalid",
+                       database_url=database_url)  # fmt: skip
+    assert_succeeded(result)
+    assert reported_lines(result.stderr) == [2]
+    assert "device_secret: must not start or end with white space" in result.stderr
+    [added] = await rows(runtime, controllers)
+    assert (added.serial_number, added.device_secret_digest) == ("PAD-2", None)
+
+
+async def test_an_import_warns_of_short_device_secrets_in_one_line(database_url, runtime, tmp_path):
+    text = (
+        "serial_number,mac,type,device_secret\n"
+        "SHORT-1,AABBCCDDEE01,smart_plug,tiny\n"
+        "LONG-1,AABBCCDDEE02,smart_plug,long-enough-secret-0123\n"
+    )
+    result = await cli(
+        "controllers", "import", write_csv(tmp_path, text), database_url=database_url
+    )
+    assert_succeeded(result)
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith("Warning: 1 added controller(s)")
+    assert "shorter than 16 characters" in warning and "tiny" not in warning
+    assert await connects(runtime, "SHORT-1", "tiny")
 
 
 @pytest.mark.parametrize("missing", ["serial_number", "mac", "type"])
@@ -251,7 +376,9 @@ async def test_an_unreadable_file_fails_in_one_line_and_writes_nothing(
     assert await snapshot(runtime) == before
 
 
-@pytest.mark.parametrize("column", ["name", "type", "firmware_version", "owner", "claim_code"])
+@pytest.mark.parametrize(
+    "column", ["name", "type", "firmware_version", "owner", "claim_code", "device_secret"]
+)
 async def test_a_nul_character_in_any_field_is_a_bad_row_on_both_databases(
     column, database_url, runtime, tmp_path
 ):
@@ -264,6 +391,7 @@ async def test_a_nul_character_in_any_field_is_a_bad_row_on_both_databases(
         "firmware_version": "1.0",
         "owner": "ana@example.com",
         "claim_code": "CODE",
+        "device_secret": "device-secret-0123",
     }
     values[column] = values[column][:1] + "\x00" + values[column][1:]
     path = write_csv(tmp_path, ",".join(values) + "\n" + ",".join(values.values()) + "\n")

@@ -13,6 +13,7 @@ from tests.cli.support import (
     assert_succeeded,
     cli,
     cli_process,
+    connects,
     rows,
     snapshot,
 )
@@ -33,9 +34,18 @@ async def test_demo_fills_an_empty_database_and_prints_the_walkthrough(database_
         "DEMO-PLUG-1": demo_user.id,
         "DEMO-PLUG-2": None,
         "DEMO-BOBBIE-1": None,
+        "DEMO-PLUG-3": demo_user.id,
     }
     records = await rows(runtime, controller_assignments)
-    assert sorted(r.serial_number for r in records) == ["DEMO-MELISSA-1", "DEMO-PLUG-1"]
+    assert sorted(r.serial_number for r in records) == [
+        "DEMO-MELISSA-1",
+        "DEMO-PLUG-1",
+        "DEMO-PLUG-3",
+    ]
+    # every demo device can connect with its published secret, and only with it
+    for serial, secret in demo.DEMO_DEVICE_SECRETS.items():
+        assert await connects(runtime, serial, secret), serial
+        assert not await connects(runtime, serial, secret + "x"), serial
 
 
 async def test_the_printed_demo_credentials_log_in(database_url, runtime, client):
@@ -59,7 +69,7 @@ async def test_demo_creates_the_schema_in_a_new_sqlite_file(tmp_path):
     path = tmp_path / "demo.db"
     assert_succeeded(await cli_process("demo", database_url=f"sqlite:///{path}"))
     with sqlite3.connect(path) as connection:
-        assert connection.execute("SELECT count(*) FROM controllers").fetchone() == (4,)
+        assert connection.execute("SELECT count(*) FROM controllers").fetchone() == (5,)
 
 
 SEEDS = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,8 +14,17 @@ from devicecontrol import housekeeping
 from devicecontrol.auth import tokens
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.devices import repository as devices_repository
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures
+from devicecontrol.tables import (
+    access_tokens,
+    clients,
+    commands,
+    controllers,
+    readings,
+    refresh_tokens,
+    throttle_failures,
+)
 from tests.auth.oauth import account, post_renew
 from tests.cli.support import (
     assert_one_line_error,
@@ -23,9 +34,10 @@ from tests.cli.support import (
     rows,
     snapshot,
 )
-from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, login
+from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, login, make_controller
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 
 class Seed:
@@ -94,12 +106,74 @@ class Seed:
             )
 
 
+async def new_controller(runtime: Runtime, serial_number: str) -> int:
+    await make_controller(runtime, serial_number)
+    [row] = await rows(runtime, controllers, controllers.c.serial_number == serial_number)
+    return row.id
+
+
+async def seed_readings(runtime: Runtime, controller_id: int, *arrived: datetime) -> None:
+    """Readings stored as the link stores them, arriving in this order: the last is the
+    controller's latest."""
+    async with runtime.database.write() as connection:
+        for n, moment in enumerate(arrived):
+            await devices_repository.insert_reading(
+                connection,
+                controller_id=controller_id,
+                assignment_id=None,
+                payload=json.dumps({"n": n}),
+                now=moment,
+            )
+
+
+async def reading_times(runtime: Runtime, controller_id: int) -> list[datetime]:
+    kept = await rows(runtime, readings, readings.c.controller_id == controller_id)
+    return [row.created_at for row in kept]
+
+
+async def seed_command(
+    runtime: Runtime, controller_id: int, status: str, expires_at: datetime
+) -> str:
+    """A command row in ``status`` with this expiry, written straight into the table."""
+    created = expires_at - HOUR
+    finished = status in ("succeeded", "failed")
+    async with runtime.database.write() as connection:
+        row = await devices_repository.insert_command(
+            connection,
+            {
+                "public_id": secrets.token_hex(12),
+                "controller_id": controller_id,
+                "name": "turn_on",
+                "params": "{}",
+                "status": status,
+                "created_at": created,
+                "sent_at": created if status != "queued" else None,
+                "completed_at": created + timedelta(seconds=1) if finished else None,
+                "expires_at": expires_at,
+            },
+        )
+    return row.public_id
+
+
+async def command_states(runtime: Runtime) -> dict[str, tuple[str, datetime | None]]:
+    """public id -> (stored status, completed_at)."""
+    return {row.public_id: (row.status, row.completed_at) for row in await rows(runtime, commands)}
+
+
 async def digests(runtime: Runtime, table: Any) -> set[str]:
     return {row.digest for row in await rows(runtime, table)}
 
 
 def digest_set(*secrets: str) -> set[str]:
     return {tokens.digest(secret) for secret in secrets}
+
+
+def purged(access: int, refresh: int, throttle: int, readings: int = 0, expired: int = 0) -> str:
+    """What `tokens purge` prints for these counts."""
+    return (
+        f"Purged {access} access tokens, {refresh} refresh tokens, {throttle} throttle records "
+        f"and {readings} readings; stored expired for {expired} overdue commands.\n"
+    )
 
 
 async def me_status(client: Any, access_token: str) -> int:
@@ -131,9 +205,7 @@ async def test_tokens_purge_deletes_exactly_the_dead_rows_and_prints_the_counts(
     result = await cli("tokens", "purge", database_url=database_url)
 
     assert_succeeded(result)
-    assert result.stdout == (
-        "Purged 3 access tokens, 2 refresh tokens and 2 throttle records.\n"
-    ), result.stdout
+    assert result.stdout == purged(3, 2, 2), result.stdout
     assert result.stderr == ""
     assert await digests(runtime, access_tokens) == digest_set(live_access, late_access)
     assert await digests(runtime, refresh_tokens) == digest_set(live_refresh, outlived_refresh)
@@ -158,7 +230,7 @@ async def test_an_outlived_refresh_token_goes_in_the_first_purge_after_its_last_
 
     first = await cli("tokens", "purge", database_url=database_url)
     assert_succeeded(first)
-    assert first.stdout == "Purged 0 access tokens, 0 refresh tokens and 0 throttle records.\n"
+    assert first.stdout == purged(0, 0, 0)
     assert len(await rows(runtime, refresh_tokens)) == 1
 
     async with runtime.database.write() as connection:
@@ -169,7 +241,7 @@ async def test_an_outlived_refresh_token_goes_in_the_first_purge_after_its_last_
         )
     second = await cli("tokens", "purge", database_url=database_url)
     assert_succeeded(second)
-    assert second.stdout == "Purged 1 access tokens, 1 refresh tokens and 0 throttle records.\n"
+    assert second.stdout == purged(1, 1, 0)
     assert await rows(runtime, access_tokens) == []
     assert await rows(runtime, refresh_tokens) == []
 
@@ -203,7 +275,7 @@ async def test_tokens_purge_of_tokens_issued_through_the_app(database_url, runti
     result = await cli("tokens", "purge", database_url=database_url)
 
     assert_succeeded(result)
-    assert result.stdout == "Purged 2 access tokens, 2 refresh tokens and 0 throttle records.\n"
+    assert result.stdout == purged(2, 2, 0)
     assert await digests(runtime, access_tokens) == digest_set(live["access_token"])
     assert await digests(runtime, refresh_tokens) == digest_set(live["refresh_token"])
     assert await me_status(client, live["access_token"]) == 200
@@ -214,7 +286,7 @@ async def test_tokens_purge_on_an_empty_database_deletes_nothing(database_url, r
     before = await snapshot(runtime)
     result = await cli("tokens", "purge", database_url=database_url)
     assert_succeeded(result)
-    assert result.stdout == "Purged 0 access tokens, 0 refresh tokens and 0 throttle records.\n"
+    assert result.stdout == purged(0, 0, 0)
     assert await snapshot(runtime) == before
 
 
@@ -253,17 +325,84 @@ async def test_tokens_purge_with_a_bad_setting_fails_in_one_line_and_deletes_not
     assert await snapshot(runtime) == before
 
 
+async def test_tokens_purge_deletes_readings_past_the_retention_but_never_a_latest_one(
+    database_url, runtime
+):
+    now = utcnow()
+    busy = await new_controller(runtime, "BUSY-1")
+    silent = await new_controller(runtime, "SILENT-1")
+    fresh = await new_controller(runtime, "FRESH-1")
+    await seed_readings(runtime, busy, now - 40 * DAY, now - 31 * DAY, now - 29 * DAY, now - HOUR)
+    # a device silent for longer than the retention keeps its last word
+    await seed_readings(runtime, silent, now - 60 * DAY, now - 45 * DAY)
+    await seed_readings(runtime, fresh, now - DAY)
+    latest_before = (await snapshot(runtime))["latest_readings"]
+
+    result = await cli("tokens", "purge", database_url=database_url)
+
+    assert_succeeded(result)
+    assert result.stdout == purged(0, 0, 0, readings=3), result.stdout
+    assert await reading_times(runtime, busy) == [now - 29 * DAY, now - HOUR]
+    assert await reading_times(runtime, silent) == [now - 45 * DAY]
+    assert await reading_times(runtime, fresh) == [now - DAY]
+    assert (await snapshot(runtime))["latest_readings"] == latest_before
+    again = await cli("tokens", "purge", database_url=database_url)
+    assert again.stdout == purged(0, 0, 0)
+
+
+async def test_tokens_purge_reads_the_retention_from_its_variable(database_url, runtime):
+    now = utcnow()
+    plug = await new_controller(runtime, "PLUG-1")
+    await seed_readings(runtime, plug, now - 10 * DAY, now - 6 * DAY, now)
+    result = await cli(
+        "tokens", "purge", database_url=database_url, env={"DEVICECONTROL_READING_RETENTION": "7"}
+    )
+    assert_succeeded(result)
+    assert result.stdout == purged(0, 0, 0, readings=1)
+    assert await reading_times(runtime, plug) == [now - 6 * DAY, now]
+
+
+async def test_tokens_purge_stores_expired_for_overdue_unfinished_commands_only(
+    database_url, runtime
+):
+    now = utcnow()
+    plug = await new_controller(runtime, "PLUG-1")
+    overdue_queued = await seed_command(runtime, plug, "queued", now - HOUR)
+    overdue_sent = await seed_command(runtime, plug, "sent", now - timedelta(seconds=5))
+    live_queued = await seed_command(runtime, plug, "queued", now + HOUR)
+    live_sent = await seed_command(runtime, plug, "sent", now + HOUR)
+    done = await seed_command(runtime, plug, "succeeded", now - HOUR)
+    failed = await seed_command(runtime, plug, "failed", now - HOUR)
+    before = await command_states(runtime)
+
+    result = await cli("tokens", "purge", database_url=database_url)
+
+    assert_succeeded(result)
+    assert result.stdout == purged(0, 0, 0, expired=2), result.stdout
+    after = await command_states(runtime)
+    # an expired command completed when its time ran out, not when the purge noticed
+    assert after[overdue_queued] == ("expired", now - HOUR)
+    assert after[overdue_sent] == ("expired", now - timedelta(seconds=5))
+    for unchanged in (live_queued, live_sent, done, failed):  # terminal states never change
+        assert after[unchanged] == before[unchanged]
+    again = await cli("tokens", "purge", database_url=database_url)
+    assert again.stdout == purged(0, 0, 0)
+    assert await command_states(runtime) == after
+
+
 # --- housekeeping.purge directly --------------------------------------------------------
 
 
-def count_deletes(runtime: Runtime) -> list[tuple[str, int]]:
-    """(table, rows deleted) of every DELETE the engine runs from now on."""
+def count_deletes(runtime: Runtime, verb: str = "DELETE") -> list[tuple[str, int]]:
+    """(table, rows changed) of every DELETE (or UPDATE) the engine runs from now on."""
     seen: list[tuple[str, int]] = []
 
     def after_cursor_execute(_conn, cursor, statement, _params, _context, _many):
         words = statement.split()
-        if words[:2] == ["DELETE", "FROM"]:
+        if verb == "DELETE" and words[:2] == ["DELETE", "FROM"]:
             seen.append((words[2].strip('"'), cursor.rowcount))
+        elif verb == "UPDATE" and words[:1] == ["UPDATE"]:
+            seen.append((words[1].strip('"'), cursor.rowcount))
 
     event.listen(runtime.database.engine.sync_engine, "after_cursor_execute", after_cursor_execute)
     return seen
@@ -280,21 +419,60 @@ async def test_purge_deletes_everything_dead_in_batches(runtime, monkeypatch, de
         await seed.access(live_refresh_id, now - timedelta(seconds=n + 1))
         await seed.refresh(now + HOUR, revoked_at=now - timedelta(seconds=n))
     await seed.failures(*(now - timedelta(days=1, seconds=n) for n in range(dead)), now)
+    plug = await new_controller(runtime, "PLUG-1")
+    old = [now - 50 * DAY + timedelta(seconds=n) for n in range(dead)]
+    await seed_readings(runtime, plug, *old, now - 40 * DAY)  # the latest is old too: kept
     deletes = count_deletes(runtime)
 
     report = await housekeeping.purge(runtime.database, runtime.settings, now)
 
-    assert report == housekeeping.PurgeReport(dead, dead, dead)
+    assert report == housekeeping.PurgeReport(dead, dead, dead, readings=dead)
     assert await digests(runtime, access_tokens) == digest_set(*live_access)
     assert await digests(runtime, refresh_tokens) == digest_set(live_refresh)
     assert [row.created_at for row in await rows(runtime, throttle_failures)] == [now]
+    assert await reading_times(runtime, plug) == [now - 40 * DAY]
     # small transactions: no DELETE took more than a batch, and they add up to the report
     per_table = {table: [n for t, n in deletes if t == table] for table, _ in deletes}
-    assert set(per_table) == {"access_tokens", "refresh_tokens", "throttle_failures"}
+    assert set(per_table) == {"access_tokens", "refresh_tokens", "throttle_failures", "readings"}
     for counts in per_table.values():
         assert max(counts) == 3
         assert sum(counts) == dead
         assert len(counts) == dead // 3 + 1
+
+
+@pytest.mark.parametrize("overdue", [6, 7], ids=["a multiple of the batch", "one over"])
+async def test_purge_stores_expired_in_batches(runtime, monkeypatch, overdue):
+    monkeypatch.setattr(housekeeping, "PURGE_BATCH_ROWS", 3)
+    now = utcnow()
+    plug = await new_controller(runtime, "PLUG-1")
+    doomed = [await seed_command(runtime, plug, "queued", now - HOUR) for _ in range(overdue)]
+    live = await seed_command(runtime, plug, "queued", now + HOUR)
+    updates = count_deletes(runtime, "UPDATE")
+
+    report = await housekeeping.purge(runtime.database, runtime.settings, now)
+
+    assert report.expired_commands == overdue
+    states = await command_states(runtime)
+    assert {states[public_id][0] for public_id in doomed} == {"expired"}
+    assert states[live] == ("queued", None)
+    counts = [n for table, n in updates if table == "commands"]
+    assert max(counts) == 3
+    assert sum(counts) == overdue
+    assert len(counts) == overdue // 3 + 1
+
+
+async def test_purge_keeps_a_reading_at_the_retention_cutoff_and_deletes_one_a_second_older(
+    runtime, database_url
+):
+    now = utcnow()
+    settings = Settings(database_url=database_url, reading_retention_days=2)
+    cutoff = housekeeping.reading_cutoff(settings, now)
+    assert cutoff == now - 2 * DAY
+    plug = await new_controller(runtime, "PLUG-1")
+    await seed_readings(runtime, plug, cutoff - timedelta(seconds=1), cutoff, now)
+    report = await housekeeping.purge(runtime.database, settings, now)
+    assert report.readings == 1
+    assert await reading_times(runtime, plug) == [cutoff, now]
 
 
 async def test_purge_treats_expiry_at_now_as_dead_and_a_second_later_as_live(runtime):

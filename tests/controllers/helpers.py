@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
-from sqlalchemy import Row, select
+from sqlalchemy import Row, event, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
+from devicecontrol.db import Database
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controller_assignments, controllers
 
@@ -94,3 +96,27 @@ async def concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClie
             yield http
     finally:
         await app.state.runtime.close()
+
+
+def stamp(clock: Any) -> str:
+    """The fake clock's now, as the API shows times."""
+    return clock.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+@contextmanager
+def counted_statements(database: Database) -> Iterator[list[str]]:
+    """Every SQL statement the database runs inside the block (reads and writes)."""
+    statements: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    engines = {database.engine, database._reads}
+    sync_engines = [e.sync_engine if isinstance(e, AsyncEngine) else e for e in engines]
+    for engine in sync_engines:
+        event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        for engine in sync_engines:
+            event.remove(engine, "before_cursor_execute", count)

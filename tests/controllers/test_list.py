@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -9,7 +10,13 @@ from litestar.testing import AsyncTestClient
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
-from tests.controllers.helpers import CONTROLLER_FIELDS, assert_problem
+from tests.controllers.helpers import (
+    CONTROLLER_FIELDS,
+    assert_problem,
+    counted_statements,
+    stamp,
+)
+from tests.devices.helpers import report
 from tests.factories import logged_in_user, make_controller
 
 ANA = "ana@example.com"
@@ -233,3 +240,50 @@ async def test_list_page_sizes_follow_the_configured_default_and_maximum(runtime
         ]  # fmt: skip
         too_big = await client.get("/v1/controllers?page_size=4", headers=ana)
         assert_problem(too_big, 400, "page_size")
+
+
+# --- controller_log (contract §10) ---------------------------------------------------------
+
+
+async def test_list_items_carry_their_latest_reading_or_an_empty_list(runtime, client, clock):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    _, bob = await logged_in_user(runtime, client, "bob@example.com")
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await make_controller(runtime, "PLUG1", owner=ANA)
+    await make_controller(runtime, "HANDED", owner=ANA)
+    await report(runtime, "MEL1", {"temp": 20.0})
+    clock.advance(5)
+    await report(runtime, "MEL1", {"temp": 21.5, "humidity": 40.2})
+    await report(runtime, "HANDED", {"relay_state": "on"})
+    reassign = {"owner": "bob@example.com"}
+    handed = await client.patch("/v1/controllers/HANDED/reassign", json=reassign, headers=ana)
+    assert handed.status_code == 200
+    back = await client.patch("/v1/controllers/HANDED/reassign", json={"owner": ANA}, headers=bob)
+    assert back.status_code == 200  # Ana owns it again, under a new ownership
+    body = (await client.get("/v1/controllers", headers=ana)).json()
+    logs = {c["serial_number"]: c["controller_log"] for c in body["_embedded"]["controller"]}
+    assert logs == {
+        "MEL1": {"temp": 21.5, "humidity": 40.2, "created": stamp(clock)},
+        "PLUG1": [],
+        "HANDED": [],  # reported under her previous ownership
+    }
+    assert not [c for c in body["_embedded"]["controller"] if "_relation" in c]
+
+
+async def test_list_reads_the_latest_readings_without_a_query_per_controller(runtime, settings):
+    """The list is a hot path: its statements do not grow with the page (docs/PERFORMANCE.md)."""
+    no_cache = dataclasses.replace(settings, token_cache_ms=0)  # every request checks its token
+    async with AsyncTestClient(app=create_app(no_cache)) as client:
+        _, ana = await logged_in_user(runtime, client, ANA)
+        database = client.app.state.runtime.database
+        await make_controller(runtime, "MEL0", owner=ANA, type="melissa")
+        await report(runtime, "MEL0", {"temp": 0})
+        with counted_statements(database) as one:
+            assert len(serials(await client.get("/v1/controllers", headers=ana))) == 1
+        for number in range(1, 25):
+            await make_controller(runtime, f"MEL{number}", owner=ANA, type="melissa")
+            await report(runtime, f"MEL{number}", {"temp": number})
+        with counted_statements(database) as many:
+            body = (await client.get("/v1/controllers", headers=ana)).json()
+    assert [c["controller_log"]["temp"] for c in body["_embedded"]["controller"]] == list(range(25))
+    assert 0 < len(many) == len(one), (one, many)

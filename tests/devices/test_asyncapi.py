@@ -118,3 +118,10 @@ def test_simulated_results_are_valid_results():
     )
     failed = carry_out("smart_plug", {"id": "2", "name": "nope", "params": {}}, state)
     assert valid("result", ok) and valid("result", failed)
+
+
+async def test_the_document_is_served_beside_openapi_without_a_token(client):
+    response = await client.get("/asyncapi.json")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json() == json.loads(json.dumps(asyncapi_document()))

@@ -170,7 +170,8 @@ def assert_controller(body: dict[str, Any], device: Device, owner_id: int) -> No
     assert body["type"] == device.type
     assert body["name"] == device.name
     assert body["firmware_version"] == device.firmware
-    assert body["online"] is device.online
+    # online is the device link's alone (contract §9): no device of these is connected
+    assert body["online"] is False
     assert body["user_id"] == owner_id
     assert body["_links"] == {"self": {"href": f"/v1/controllers/{device.serial}"}}
 

@@ -6,40 +6,47 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 
 from devicecontrol import demo
-from tests.processes import child_environment, running_server
+from tests.processes import child_environment, free_port, running_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(
     r"<!-- walkthrough:start -->\n```sh\n(?P<script>.*?)```\n<!-- walkthrough:end -->", re.DOTALL
 )
+DEVICE_BLOCK = re.compile(
+    r"<!-- devices:start -->\n```sh\n(?P<script>.*?)```\n<!-- devices:end -->", re.DOTALL
+)
 WALKTHROUGH_TIMEOUT_S = 120
 
 
-def readme_walkthrough() -> str:
-    found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    assert len(found) == 1, (
-        "README.md needs exactly one ```sh block between the walkthrough markers"
-    )
+def readme_walkthrough(block: re.Pattern[str] = BLOCK) -> str:
+    found = block.findall(README.read_text(encoding="utf-8"))
+    assert len(found) == 1, "README.md needs exactly one ```sh block between its markers"
     return found[0]
 
 
 def test_the_readme_walkthrough_is_the_text_the_demo_prints():
     assert readme_walkthrough().rstrip("\n") == demo.walkthrough_script().rstrip("\n")
     assert demo.walkthrough_script() in demo.walkthrough("http://127.0.0.1:8000")
+    device_script = readme_walkthrough(DEVICE_BLOCK)
+    assert device_script.rstrip("\n") == demo.device_walkthrough_script().rstrip("\n")
+    assert demo.device_walkthrough_script(1999) in demo.walkthrough("http://x", mqtt_port=1999)
 
 
-def run_walkthrough(script: str, base_url: str, workdir: Path) -> list[dict]:
+def run_walkthrough(
+    script: str, base_url: str, workdir: Path, mqtt_port: int | None = None
+) -> list[dict]:
     assert shutil.which("curl"), "curl is needed to run the README walk-through; install it"
     assert shutil.which("python3"), "python3 (on PATH) is needed by the README walk-through"
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=workdir,
-        env=child_environment({"B": base_url}),
+        env=child_environment({"B": base_url, "M": str(mqtt_port or 1884)}),
         capture_output=True,
         text=True,
         timeout=WALKTHROUGH_TIMEOUT_S,
@@ -52,15 +59,38 @@ def run_walkthrough(script: str, base_url: str, workdir: Path) -> list[dict]:
     return answers
 
 
+def wait_until_the_simulated_demo_reports(base_url: str) -> None:
+    """A person types slower than the simulated devices connect; the test waits instead."""
+    with httpx.Client(base_url=base_url, timeout=10) as http:
+        login = http.post("/v1/auth/login", data={
+            "client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
+            "username": demo.DEMO_USER, "password": demo.DEMO_PASSWORD})  # fmt: skip
+        headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
+        deadline = time.monotonic() + 15
+        for serial in ("DEMO-MELISSA-1", "DEMO-PLUG-1"):
+            while True:
+                provider = http.post("/v1/provider/fetch", headers=headers,
+                                     json={"serial_number": serial}).json()["provider"]  # fmt: skip
+                if provider["online"] and len(provider) > 1:
+                    break
+                assert time.monotonic() < deadline, provider
+                time.sleep(0.1)
+
+
 def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     script = readme_walkthrough()
     assert script.startswith("B=${B:-"), "the walk-through must take its base URL from $B"
+    device_script = readme_walkthrough(DEVICE_BLOCK)
+    assert device_script.startswith("M=${M:-"), "the device part takes the MQTT port from $M"
     server_dir, shell_dir = tmp_path / "server", tmp_path / "shell"
     server_dir.mkdir()
     shell_dir.mkdir()
     url = f"sqlite:///{server_dir / 'devicecontrol.db'}"
-    with running_server(url, server_dir, "--demo") as server:
-        answers = run_walkthrough(script, server.base_url, shell_dir)
+    mqtt_port = free_port()
+    env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
+    with running_server(url, server_dir, "--demo", env=env) as server:
+        wait_until_the_simulated_demo_reports(server.base_url)
+        answers = run_walkthrough(script + device_script, server.base_url, shell_dir, mqtt_port)
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
             friend_login = http.post(
                 "/v1/auth/login",
@@ -72,9 +102,11 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
             friend = http.get("/v1/users/me", headers=friend_headers).json()["users"]
             friends_list = http.get("/v1/controllers", headers=friend_headers).json()
 
-    assert len(answers) == script.count("curl -s"), answers
+    # every curl answers one JSON line, and so does the command the device received
+    assert len(answers) == (script + device_script).count("curl -s") + 1, answers
     assert list(shell_dir.iterdir()) == [], "the walk-through must leave no file behind"
-    login, renew, me, me_advanced, plugs, melissa, plug_2, bobbie, handed_over = answers
+    login, renew, me, me_advanced, plugs, melissa, plug_2, bobbie, handed_over = answers[:9]
+    fetched, sent, native, plug3_reading, plug3_made, plug3_received, plug3_done = answers[9:]
 
     assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["access_token"])
     assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["refresh_token"])
@@ -89,7 +121,10 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     )  # fmt: skip
     demo_user_id = me["users"]["user_id"]
 
-    assert [c["serial_number"] for c in plugs["_embedded"]["controller"]] == ["DEMO-PLUG-1"]
+    assert [c["serial_number"] for c in plugs["_embedded"]["controller"]] == [
+        "DEMO-PLUG-1",
+        "DEMO-PLUG-3",
+    ]
     assert melissa["controller"]["serial_number"] == "DEMO-MELISSA-1"
     assert melissa["controller"]["user_id"] == demo_user_id
 
@@ -103,3 +138,25 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     assert handed_over["controller_reassign"]["user_id"] == friend["user_id"]
     assert friend["user_id"] != demo_user_id
     assert [c["serial_number"] for c in friends_list["_embedded"]["controller"]] == ["DEMO-PLUG-2"]
+
+    # the devices: a real reading of the simulated melissa, commands it carried out
+    provider = fetched["provider"]
+    assert provider["online"] is True and 16 < provider["temp"] < 30
+    assert sent["provider"]["status"] == "succeeded", sent
+    assert (sent["provider"]["commandName"], sent["provider"]["deviceId"]) == (
+        "send_ir_code",
+        "DEMO-MELISSA-1",
+    )
+    assert sent["provider"]["commandParams"] == {"state": 1, "mode": 3, "temp": 22, "fan": 2}
+    assert native["command"]["status"] == "succeeded", native
+    assert native["command"]["result"] == {"applied": {"state": "off"}}
+    # DEMO-PLUG-3, played by hand with the Mosquitto clients
+    assert plug3_reading["provider"] == {"relay_state": "on", "power": [11.8], "online": False}
+    assert plug3_made["command"]["status"] == "queued"
+    assert plug3_received == {
+        "id": plug3_made["command"]["id"],
+        "name": "switch_on_off",
+        "params": {"state": "off"},
+        "expires_at": plug3_made["command"]["expires_at"],
+    }
+    assert plug3_done["command"]["status"] == "succeeded"

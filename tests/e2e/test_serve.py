@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -121,13 +122,17 @@ def demo_login(http: httpx.Client) -> httpx.Response:
 
 
 def assert_demo_works(server) -> None:
-    assert demo.walkthrough(server.base_url) in server.stdout()
+    assert demo.walkthrough(server.base_url, mqtt_port=server.mqtt_port) in server.stdout()
     assert "NO demo data was added" not in server.stdout()
     with httpx.Client(base_url=server.base_url, timeout=10) as http:
         auth = assert_token_response(demo_login(http), "login")
         headers = {"Authorization": f"Bearer {auth['access_token']}"}
         listed = http.get("/v1/controllers", headers=headers).json()["_embedded"]["controller"]
-        assert [c["serial_number"] for c in listed] == ["DEMO-MELISSA-1", "DEMO-PLUG-1"]
+        assert [c["serial_number"] for c in listed] == [
+            "DEMO-MELISSA-1",
+            "DEMO-PLUG-1",
+            "DEMO-PLUG-3",
+        ]
 
 
 def test_serve_demo_fills_an_empty_database_and_the_demo_login_works(database_url, tmp_path):
@@ -194,3 +199,14 @@ def test_serve_with_bad_settings_exits_1_in_one_line_without_listening(
     assert result.returncode == 1, result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert fragment in result.stderr
+
+
+def test_serve_without_the_device_link_serves_http_and_leaves_the_mqtt_port_alone(tmp_path):
+    """A second serve on one database runs no broker of its own (docs/OPERATIONS.md)."""
+    mqtt_port = free_port()
+    env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    with running_server(url, tmp_path, "--no-device-link", env=env) as server:
+        assert httpx.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", mqtt_port))  # nothing listens there

@@ -2,7 +2,8 @@
 
 The opt-outs (``opt={"exclude_from_auth": True}`` on a handler, controller or router): the
 token endpoints (AuthController), ``GET /openapi.json`` (openapi.py), the ``/docs``
-router (app.py) and ``GET /healthz``, ``/readyz``, ``/metrics`` (observability/endpoints.py).
+router (app.py), ``GET /asyncapi.json`` (devices/asyncapi.py) and ``GET /healthz``,
+``/readyz``, ``/metrics`` (observability/endpoints.py).
 There are no path patterns: an opt-out is visible where the route is.
 """
 

@@ -1,4 +1,4 @@
-"""devicecontrol controllers add | import | export | list."""
+"""devicecontrol controllers add | import | export | list | rotate-secret."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from devicecontrol.auth.clients import RECOMMENDED_SECRET_LENGTH, is_weak_secret
 from devicecontrol.cli.core import OperatorError, database_option, run_with_database
 from devicecontrol.cli.listing import Column, listing_options, print_listing
 from devicecontrol.cli.progress import file_progress
@@ -16,6 +17,7 @@ from devicecontrol.controllers import provisioning
 from devicecontrol.controllers.csvfile import replaced_atomically, row_writer
 from devicecontrol.controllers.export import ExportReport, export_controllers
 from devicecontrol.controllers.listing import ControllerFilters, list_controllers
+from devicecontrol.devices.identity import new_device_secret, rotate_device_secret
 from devicecontrol.errors import DomainError, InvalidField
 from devicecontrol.runtime import Runtime
 
@@ -36,7 +38,19 @@ def controllers() -> None:
 @click.option("--room-id", default="", help="Integer room id.")
 @click.option("--claim-code", default=None, help="Code that must be shown to claim it.")
 @click.option("--owner", default=None, help="E-mail of the account that owns it from the start.")
-@click.option("--online/--offline", default=False, help="Connectivity flag.  [default: offline]")
+@click.option(
+    "--online/--offline",
+    default=False,
+    help="Initial connectivity flag only: once serve runs, the device link sets it "
+    "(offline at start-up, online while connected).  [default: offline]",
+)
+@click.option(
+    "--device-secret",
+    default=None,
+    metavar="S",
+    help="The device's MQTT password (under 16 characters gets a warning); generated and "
+    "printed once when omitted. Only a digest is stored.",
+)
 @database_option
 def add(
     serial: str,
@@ -50,9 +64,13 @@ def add(
     claim_code: str | None,
     owner: str | None,
     online: bool,
+    device_secret: str | None,
     database_url: str | None,
 ) -> None:
-    """Register one controller."""
+    """Register one controller with its device secret (given, or generated and printed once)."""
+    if device_secret is not None and not device_secret.strip():
+        raise OperatorError("device_secret: must not be empty")
+    secret = new_device_secret() if device_secret is None else device_secret
     try:
         spec = provisioning.parse_spec(
             {
@@ -67,6 +85,7 @@ def add(
                 "claim_code": claim_code or "",
                 "owner": owner or "",
                 "online": "true" if online else "false",
+                "device_secret": secret,
             }
         )
     except InvalidField as exc:
@@ -76,7 +95,20 @@ def add(
         await provisioning.add_controller(runtime, spec)
 
     run_with_database(database_url, work)
+    if device_secret is not None and is_weak_secret(device_secret):
+        click.echo(
+            f"Warning: the device secret of {spec.serial_number} is shorter than "
+            f"{RECOMMENDED_SECRET_LENGTH} characters: it is easy to guess "
+            "(failed connects are throttled)",
+            err=True,
+        )
     click.echo(f"registered {spec.serial_number} ({spec.type}, {spec.mac})")
+    if device_secret is None:
+        click.echo(f"device_secret: {secret}")
+        click.echo(
+            "Keep the device secret now: it is stored only as a digest and cannot be shown "
+            "again (controllers rotate-secret gives a new one)."
+        )
 
 
 @controllers.command("import")
@@ -87,7 +119,10 @@ def import_(file: Path, skip_invalid: bool, database_url: str | None) -> None:
     """Register controllers from a CSV file whose header names its columns.
 
     Serials already registered with the same values are skipped, so a rerun is harmless.
-    A progress bar shows on stderr when it is a terminal.
+    The optional device_secret column is stored as a digest; a row without one registers a
+    device that cannot connect until rotate-secret gives it a secret. The online column
+    only sets the initial value: once serve runs, the device link sets it. A progress bar
+    shows on stderr when it is a terminal.
     """
     with file_progress("importing", file) as on_lines_read:
 
@@ -104,10 +139,22 @@ def import_(file: Path, skip_invalid: bool, database_url: str | None) -> None:
             f"{len(report.problems)} bad row(s) in {file}; nothing was imported "
             "(fix them, or pass --skip-invalid)"
         )
-    click.echo(
+    if report.added_with_short_secret:
+        click.echo(
+            f"Warning: {report.added_with_short_secret} added controller(s) have a device secret "
+            f"shorter than {RECOMMENDED_SECRET_LENGTH} characters: easy to guess",
+            err=True,
+        )
+    summary = (
         f"added {report.added}, already registered {report.unchanged}, "
         f"skipped {len(report.problems)} bad row(s)"
     )
+    if report.added_without_secret:
+        summary += (
+            f"; {report.added_without_secret} added without a device secret "
+            "(they cannot connect until controllers rotate-secret gives them one)"
+        )
+    click.echo(summary)
 
 
 class _OutputClosed(Exception):
@@ -133,8 +180,9 @@ def export(file: Path | None, database_url: str | None) -> None:
     """Write every controller as an import CSV, to FILE or else to stdout.
 
     Claim codes are stored only as digests, so their column is empty; an import reads an
-    empty claim_code as "not stated" and keeps the stored one. FILE appears only once it
-    is complete.
+    empty claim_code as "not stated" and keeps the stored one. Device secrets are stored
+    only as digests too: there is no device_secret column. FILE appears only once it is
+    complete.
     """
     if file is None:
         try:
@@ -164,7 +212,29 @@ def _export_summary(report: ExportReport, target: str) -> str:
         summary += (
             f"; {report.claim_codes_left_out} claim code(s) left empty (stored only as digests)"
         )
+    if report.device_secrets_left_out:
+        summary += (
+            f"; {report.device_secrets_left_out} device secret(s) not exported "
+            "(stored only as digests)"
+        )
     return summary
+
+
+@controllers.command("rotate-secret")
+@click.argument("serial")
+@database_option
+def rotate_secret(serial: str, database_url: str | None) -> None:
+    """Give a controller a new device secret and print it, alone on the last line.
+
+    The old secret stops working at once (a device connected with it is disconnected).
+    Only a digest is stored, so this is the one time the secret can be read.
+    """
+    secret = run_with_database(database_url, lambda runtime: rotate_device_secret(runtime, serial))
+    click.echo(
+        f"New device secret of {serial}, shown this once (only a digest is stored); "
+        "the old one no longer works:"
+    )
+    click.echo(secret)
 
 
 _CONTROLLER_COLUMNS = (

@@ -71,7 +71,7 @@ def simulate_command(
         devices = [
             DeviceCredentials(spec.serial_number, demo_data.DEMO_DEVICE_SECRETS[spec.serial_number],
                               spec.type)
-            for spec in demo_data.DEMO_CONTROLLERS
+            for spec in demo_data.SIMULATED
         ]  # fmt: skip
     else:
         assert secrets is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -29,23 +30,45 @@ GRACEFUL_TIMEOUT_S = 30
 class _DrainingMultiprocess(Multiprocess):
     """Closes the parent's listening socket before it asks the workers to drain."""
 
+    on_stop: Callable[[], None] | None = None
+
     def terminate_all(self) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
         for sock in self.sockets:
             sock.close()
         super().terminate_all()
+
+
+class _Server(uvicorn.Server):
+    """Tells ``on_stop`` as soon as a signal starts the drain."""
+
+    on_stop: Callable[[], None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
+        super().handle_exit(sig, frame)
 
 
 def _exit_cleanly(_signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def run_uvicorn(app: str, **options: Any) -> None:
-    """``uvicorn.run(app, **options)`` with the stop described above; ``app`` is an import path."""
+def run_uvicorn(app: str, *, on_stop: Callable[[], None] | None = None, **options: Any) -> None:
+    """``uvicorn.run(app, **options)`` with the stop described above; ``app`` is an import path.
+
+    ``on_stop`` is called (from the signal handler: it must not block) when the stop
+    begins, so that what runs beside the HTTP server (the device link) stops alongside.
+    """
     config = uvicorn.Config(app, **options)
     if config.workers > 1:
-        _DrainingMultiprocess(config, sockets=[config.bind_socket()]).run()
+        supervisor = _DrainingMultiprocess(config, sockets=[config.bind_socket()])
+        supervisor.on_stop = on_stop
+        supervisor.run()
         return
-    server = uvicorn.Server(config)
+    server = _Server(config)
+    server.on_stop = on_stop
     # uvicorn restores this handler after draining and then raises SIGTERM again into it
     signal.signal(signal.SIGTERM, _exit_cleanly)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: drained already, as for SIGTERM

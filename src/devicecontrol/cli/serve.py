@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import click
 
 from devicecontrol import demo as demo_data
-from devicecontrol.cli.core import build_runtime, database_option, run_with_database
+from devicecontrol.cli.core import (
+    OperatorError,
+    build_runtime,
+    database_option,
+    run_with_database,
+)
 from devicecontrol.cli.demo import fill_if_empty
 from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
+from devicecontrol.devices.broker import LinkError
+from devicecontrol.devices.link_process import LinkProcess
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.observability.metrics import shared_metrics_directory
 from devicecontrol.runtime import Runtime
@@ -25,6 +34,8 @@ from devicecontrol.runtime import Runtime
               type=click.IntRange(1, 3600), metavar="SECONDS",
               help="After SIGTERM, how long requests in flight may take to finish.")  # fmt: skip
 @click.option("--demo", is_flag=True, help="Fill an empty database with demo data first.")
+@click.option("--device-link/--no-device-link", default=True, show_default=True,
+              help="Run the devices' MQTT broker (one serve per database).")  # fmt: skip
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default=None,
               help="json or text  [default: DEVICECONTROL_LOG_FORMAT, else json]")  # fmt: skip
 @database_option
@@ -34,10 +45,11 @@ def serve(
     workers: int,
     graceful_timeout: int,
     demo: bool,
+    device_link: bool,
     log_format: str | None,
     database_url: str | None,
 ) -> None:
-    """Run the HTTP service (schema migrations run first)."""
+    """Run the HTTP service and the devices' MQTT broker (schema migrations run first)."""
     settings = build_runtime(database_url).settings
     log_format = log_format or settings.log_format
 
@@ -45,26 +57,70 @@ def serve(
         return await fill_if_empty(runtime) if demo else False
 
     filled = run_with_database(settings.database_url, prepare)
+    mqtt_port = int(settings.mqtt_listen.rpartition(":")[2])
     if demo:
         if not filled:
             click.echo("The database is not empty: demo data not added.", err=True)
-        click.echo(demo_data.walkthrough(f"http://{host}:{port}", added=filled))
+        banner = demo_data.walkthrough(f"http://{host}:{port}", added=filled, mqtt_port=mqtt_port)
+        click.echo(banner)
     # worker processes read their settings from the environment
     os.environ["DEVICECONTROL_DATABASE_URL"] = settings.database_url
     os.environ["DEVICECONTROL_LOG_FORMAT"] = log_format
-    with shared_metrics_directory(workers):  # /metrics sums the workers' values
-        # SIGTERM: refuse new connections, finish the requests in flight, exit 0
-        run_uvicorn(
-            "devicecontrol.app:create_app_from_environment",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            timeout_graceful_shutdown=graceful_timeout,
-            log_level=settings.log_level,
-            # every line structured; the request log replaces uvicorn's access log
-            log_config=serve_logging_config(settings.log_level, log_format),
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-        )
+    # /metrics sums the values of the workers and the device link
+    with shared_metrics_directory(workers) as metrics_directory:
+        link = _start_device_link(metrics_directory) if device_link else None
+        simulated = _start_demo_devices(settings.mqtt_listen) if demo and link else None
+        try:
+            # SIGTERM: refuse new connections, finish the requests in flight, close the
+            # device connections, exit 0
+            run_uvicorn(
+                "devicecontrol.app:create_app_from_environment",
+                on_stop=link.terminate if link is not None else None,
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                timeout_graceful_shutdown=graceful_timeout,
+                log_level=settings.log_level,
+                # every line structured; the request log replaces uvicorn's access log
+                log_config=serve_logging_config(settings.log_level, log_format),
+                access_log=False,
+                proxy_headers=False,
+                server_header=False,
+            )
+        finally:
+            if simulated is not None:
+                _stop(simulated)
+            if link is not None:
+                link.stop()
+
+
+def _start_device_link(metrics_directory: str) -> LinkProcess:
+    """One broker for all the workers, in a process of its own, listening before HTTP is;
+    a taken MQTT port is a one-line error."""
+    try:
+        return LinkProcess.start(metrics_directory)
+    except LinkError as exc:
+        raise OperatorError(str(exc)) from None
+
+
+DEMO_READING_INTERVAL_S = 5
+
+
+def _start_demo_devices(mqtt_listen: str) -> subprocess.Popen[bytes]:
+    """The demo's devices, simulated (`devices simulate --demo`) in a process of their own:
+    real MQTT clients of the broker, so the walk-through shows readings and commands."""
+    return subprocess.Popen(  # noqa: S603 - this interpreter, our own module
+        [sys.executable, "-m", "devicecontrol", "devices", "simulate", "--demo",
+         "--broker", mqtt_listen, "--interval", str(DEMO_READING_INTERVAL_S)],
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

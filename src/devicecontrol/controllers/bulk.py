@@ -15,10 +15,12 @@ from datetime import datetime
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.auth.clients import is_weak_secret
 from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.csvfile import NumberedRow
 from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
+from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.errors import InvalidField
 from devicecontrol.users.identity import username_key
 
@@ -31,7 +33,13 @@ _COMPARED_FIELDS = ("mac", "type", "name", "firmware_version", "brand_id", "devi
 class ImportReport:
     added: int = 0
     unchanged: int = 0
+    added_without_secret: int = 0  # these devices cannot connect until rotate-secret
+    added_with_short_secret: int = 0  # under RECOMMENDED_SECRET_LENGTH: worth a warning
     problems: list[tuple[int, str]] = field(default_factory=list)  # (line, what is wrong)
+
+    def rolled_back(self) -> None:
+        """Nothing was written after all: no row counts as added."""
+        self.added = self.added_without_secret = self.added_with_short_secret = 0
 
     def problem_lines(self) -> list[str]:
         return [f"line {line}: {message}" for line, message in sorted(self.problems)]
@@ -40,19 +48,27 @@ class ImportReport:
 def differences(existing: Row, spec: ControllerSpec, owner_id: int | None) -> list[str]:
     """The stated fields in which a row differs from the registered controller.
 
-    A claim code or owner left empty is not stated, so it never differs: an export (which
-    cannot hold claim codes) imported again into the same database changes nothing.
+    A claim code, device secret or owner left empty is not stated, so it never differs: an
+    export (which cannot hold claim codes or secrets) imported again into the same database
+    changes nothing. A stated one that is not the stored one differs, even when none is
+    stored: an import never sets a secret on a registered controller (rotate-secret does).
     """
     changed = [name for name in _COMPARED_FIELDS if getattr(existing, name) != getattr(spec, name)]
     if spec.owner is not None and existing.user_id != owner_id:
         changed.append("owner")
-    if spec.claim_code is not None:
-        stated = claim_code_digest(spec.serial_number, spec.claim_code)
-        if existing.claim_code_digest is None or not hmac.compare_digest(
-            stated, existing.claim_code_digest
-        ):
-            changed.append("claim_code")
+    if spec.claim_code is not None and not _same_digest(
+        claim_code_digest(spec.serial_number, spec.claim_code), existing.claim_code_digest
+    ):
+        changed.append("claim_code")
+    if spec.device_secret is not None and not _same_digest(
+        device_secret_digest(spec.device_secret), existing.device_secret_digest
+    ):
+        changed.append("device_secret")
     return changed
+
+
+def _same_digest(stated: str, stored: str | None) -> bool:
+    return stored is not None and hmac.compare_digest(stated, stored)
 
 
 class BatchImport:
@@ -152,3 +168,7 @@ class BatchImport:
         if owned:
             await registry_repository.insert_owners_records(self._connection, owned, self._now)
         self.report.added += len(specs)
+        self.report.added_without_secret += sum(spec.device_secret is None for spec in specs)
+        self.report.added_with_short_secret += sum(
+            spec.device_secret is not None and is_weak_secret(spec.device_secret) for spec in specs
+        )

@@ -1,7 +1,8 @@
 """The provisioning CSV file: its columns, reading it row by row, and writing it safely.
 
-Import and export share one column list, so that an export can be imported again. Rows are
-streamed both ways: a file of a million controllers is never held in memory at once.
+Import and export share one column list, so that an export can be imported again; the
+export leaves out ``device_secret``, which it could never fill (only digests are stored).
+Rows are streamed both ways: a file of a million controllers is never held in memory at once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ OPTIONAL_COLUMNS = (
     "claim_code",
     "owner",
     "online",
+    "device_secret",
 )
 COLUMNS = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+# what an export writes: every column it can fill (claim_code stays, empty, as before)
+EXPORT_COLUMNS = tuple(column for column in COLUMNS if column != "device_secret")
 _COUNT_CHUNK_BYTES = 1 << 20
 
 NumberedRow = tuple[int, dict[str | None, str | None]]  # (line number, column -> text)

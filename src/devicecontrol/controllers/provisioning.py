@@ -39,7 +39,11 @@ def _already_registered(serial_number: str) -> Conflict:
 
 
 async def add_controller(runtime: Runtime, spec: ControllerSpec) -> None:
-    """Register one controller; an existing serial number is an error."""
+    """Register one controller; an existing serial number is an error.
+
+    The device secret is stored as stated (only its digest); choosing one when the operator
+    gave none is the caller's decision (``controllers add`` generates one).
+    """
     now = utcnow()
     try:
         async with runtime.database.write() as connection:
@@ -86,7 +90,7 @@ async def import_controllers(
                 if not batches.writing:
                     raise _RollBack
         except _RollBack:
-            report.added = 0
+            report.rolled_back()
         except IntegrityError:
             # PostgreSQL: another import registered one of these serials since it was checked
             raise Conflict(

@@ -23,7 +23,8 @@ from devicecontrol.tables import controller_assignments, controllers, users
 # bound parameters per IN list: far below SQLite's (32766) and PostgreSQL's (65535) limits
 LOOKUP_CHUNK = 1000
 
-# what the operators see of a controller: every column but the claim code's digest
+# what the operators see of a controller: every column but the claim code's and the device
+# secret's digests
 _OPERATOR_COLUMNS = (
     controllers.c.id,
     controllers.c.serial_number,
@@ -97,9 +98,11 @@ async def insert_owners_records(
 
 
 async def export_page(connection: Reader, *, after_id: int, limit: int) -> list[Row]:
-    """The next ``limit`` controllers in registration order, with their owner's username."""
+    """The next ``limit`` controllers in registration order, with their owner's username
+    and whether they have a device secret (never its digest)."""
+    has_device_secret = controllers.c.device_secret_digest.is_not(None).label("has_device_secret")
     query = (
-        select(*_OPERATOR_COLUMNS)
+        select(*_OPERATOR_COLUMNS, has_device_secret)
         .select_from(_WITH_OWNER)
         .where(controllers.c.id > after_id)
         .order_by(controllers.c.id)

@@ -10,11 +10,11 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, func, insert, select, update
+from sqlalchemy import Row, Select, and_, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.db import Reader
-from devicecontrol.tables import controller_assignments, controllers
+from devicecontrol.tables import controller_assignments, controllers, latest_readings
 
 PUBLIC_COLUMNS = (
     controllers.c.user_id,
@@ -26,6 +26,31 @@ PUBLIC_COLUMNS = (
     controllers.c.room_id,
     controllers.c.online,
     controllers.c.brand_id,
+)
+
+# A controller body also shows its latest reading of the current ownership (contract §10,
+# ``controller_log``): joined into the same statement, so that a list page costs no extra
+# query. The partial unique index allows one active record per controller, so the joins
+# never repeat a controller.
+_WITH_LOG = controllers.outerjoin(
+    controller_assignments,
+    and_(
+        controller_assignments.c.controller_id == controllers.c.id,
+        controller_assignments.c.deleted_at.is_(None),
+    ),
+).outerjoin(
+    latest_readings,
+    and_(
+        latest_readings.c.controller_id == controllers.c.id,
+        latest_readings.c.assignment_id == controller_assignments.c.id,
+    ),
+)
+BODY_COLUMNS = (
+    *PUBLIC_COLUMNS,
+    controllers.c.id,
+    controller_assignments.c.id.label("assignment_id"),  # null: no active record
+    latest_readings.c.payload.label("log_payload"),  # null: no reading of this ownership
+    latest_readings.c.created_at.label("log_created_at"),
 )
 
 
@@ -60,9 +85,16 @@ def _owned_page_query(*, by_type: bool, by_mac: bool) -> Select:
         conditions.append(controllers.c.mac == bindparam("mac"))
     # the total as an uncorrelated subquery: both databases run it once per statement (a
     # window count(*) OVER () made SQLite sort every match in a temporary B-tree: 3x slower)
-    total = select(func.count()).select_from(controllers).where(*conditions).scalar_subquery()
+    total = (
+        select(func.count())
+        .select_from(controllers)
+        .where(*conditions)
+        .correlate(None)  # counts every match, never one row of the page
+        .scalar_subquery()
+    )
     return (
-        select(*PUBLIC_COLUMNS, total.label("total"))
+        select(*BODY_COLUMNS, total.label("total"))
+        .select_from(_WITH_LOG)
         .where(*conditions)
         .order_by(controllers.c.id)
         .limit(bindparam("limit"))
@@ -79,20 +111,25 @@ async def list_owned(
     limit: int,
     offset: int,
 ) -> list[Row]:
-    """One page of a user's controllers; each row also carries ``total``, the count of all
-    matching ones, taken in the same statement (so on the same snapshot)."""
+    """One page of a user's controllers (``BODY_COLUMNS``); each row also carries ``total``,
+    the count of all matching ones, taken in the same statement (so on the same snapshot)."""
     query = _owned_page_query(by_type=type_ is not None, by_mac=mac is not None)
     parameters = {"user_id": user_id, "type": type_, "mac": mac, "limit": limit, "offset": offset}
     return list((await connection.execute(query, parameters)).all())
 
 
-_OWNED = select(*PUBLIC_COLUMNS).where(
-    controllers.c.serial_number == bindparam("serial_number"),
-    controllers.c.user_id == bindparam("user_id"),
+_OWNED = (
+    select(*BODY_COLUMNS)
+    .select_from(_WITH_LOG)
+    .where(
+        controllers.c.serial_number == bindparam("serial_number"),
+        controllers.c.user_id == bindparam("user_id"),
+    )
 )
 
 
 async def find_owned(connection: Reader, user_id: int, serial_number: str) -> Row | None:
+    """The caller's controller (``BODY_COLUMNS``), or None."""
     parameters = {"serial_number": serial_number, "user_id": user_id}
     return (await connection.execute(_OWNED, parameters)).first()
 

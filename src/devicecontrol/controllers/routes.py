@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
@@ -20,15 +21,18 @@ from devicecontrol.controllers.schemas import (
     AssignmentResponse,
     AssignRequest,
     ControllerBody,
+    ControllerDetail,
     ControllerPage,
+    ControllerRelation,
     ControllerResponse,
     EmbeddedAssignments,
     EmbeddedControllers,
     ReassignRequest,
 )
-from devicecontrol.hal import HAL_JSON, controller_path, page_links, self_links
+from devicecontrol.devices.readings import joined_controller_log
+from devicecontrol.hal import HAL_JSON, controller_path, page_members, self_links
 from devicecontrol.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
-from devicecontrol.paging import MAX_PAGE, PageRequest, page_request, size_query
+from devicecontrol.paging import MAX_PAGE, page_request
 from devicecontrol.runtime import Runtime
 
 # the text as sent: paging.page_request parses it strictly (Litestar's int would take "2.0",
@@ -75,6 +79,7 @@ MacFilter = Annotated[
 
 
 def controller_body(row: Row) -> ControllerBody:
+    """A controller as the list shows it, from ``controllers.repository.BODY_COLUMNS``."""
     return ControllerBody(
         user_id=row.user_id,
         serial_number=row.serial_number,
@@ -85,7 +90,7 @@ def controller_body(row: Row) -> ControllerBody:
         room_id=row.room_id,
         online=bool(row.online),
         brand_id=row.brand_id,
-        controller_log=[],
+        controller_log=joined_controller_log(row.log_payload, row.log_created_at),
         links=self_links(controller_path(row.serial_number)),
     )
 
@@ -120,28 +125,6 @@ def _optional_string(body: dict[str, Any], name: str) -> str | None:
     return body.get(name)
 
 
-def _page_members(
-    runtime: Runtime,
-    paging: PageRequest,
-    result: service.Page,
-    path: str,
-    filters: dict[str, str | None] | None = None,
-) -> dict[str, Any]:
-    """What every paged collection carries beside its items: counts and links.
-
-    Links keep a non-default ``page_size`` and the filters that were given, in that order.
-    """
-    query: dict[str, str | int] = size_query(runtime.settings, paging)
-    query.update({name: value for name, value in (filters or {}).items() if value is not None})
-    return {
-        "total": result.total,
-        "page": paging.page,
-        "page_size": paging.page_size,
-        "page_count": result.page_count,
-        "links": page_links(path, page=paging.page, page_count=result.page_count, query=query),
-    }
-
-
 class ControllersController(Controller):
     path = "/controllers"
     tags = ["controllers"]  # noqa: RUF012
@@ -168,7 +151,7 @@ class ControllersController(Controller):
         filters = {"type": query.type, "mac": query.mac}
         return ControllerPage(
             embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
-            **_page_members(runtime, query.paging, result, "/controllers", filters),
+            **page_members(runtime.settings, query.paging, result, "/controllers", filters),
         )
 
     @get(
@@ -184,9 +167,13 @@ class ControllersController(Controller):
         runtime: NamedDependency[Runtime],
         serial_number: SerialNumber,
     ) -> ControllerResponse:
-        row = await service.get_controller(runtime, request.user.user_id, serial_number)
+        detail = await service.controller_detail(runtime, request.user.user_id, serial_number)
+        controller = ControllerDetail(
+            **msgspec.structs.asdict(controller_body(detail.row)),
+            relation=ControllerRelation(command_log=detail.command_log),
+        )
         return ControllerResponse(
-            controller=controller_body(row), links=self_links(controller_path(serial_number))
+            controller=controller, links=self_links(controller_path(serial_number))
         )
 
     @post(
@@ -272,7 +259,7 @@ class ControllersController(Controller):
             embedded=EmbeddedAssignments(
                 controller_reassign=[assignment_record(row) for row in result.rows]
             ),
-            **_page_members(
-                runtime, paging, result, controller_path(serial_number) + "/assignments"
+            **page_members(
+                runtime.settings, paging, result, controller_path(serial_number) + "/assignments"
             ),
         )

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
+from litestar.openapi.spec import OpenAPIType, Schema
+from litestar.params import KwargDefinition
 
+from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.hal import PageLinks, SelfLinks
 from devicecontrol.openapi import OptionalField
 from devicecontrol.users.identity import MAX_EMAIL_LENGTH
+
+# a reading as the API shows it (devices.readings.shown_reading): what the device reported,
+# plus the arrival time; documented with schema_extra, which Litestar reads (msgspec.Meta's
+# extra_json_schema it does not)
+READING_SCHEMA = Schema(
+    type=OpenAPIType.OBJECT,
+    description="The fields the device reported, plus `created`: when it arrived (UTC).",
+    required=["created"],
+    properties={"created": Schema(type=OpenAPIType.STRING, pattern=TIMESTAMP_PATTERN)},
+)
+Reading = Annotated[
+    dict[str, Any],
+    KwargDefinition(
+        schema_extra={
+            "description": READING_SCHEMA.description,
+            "required": READING_SCHEMA.required,
+            "properties": READING_SCHEMA.properties,
+        }
+    ),
+]
+ControllerLog = Annotated[
+    dict[str, Any] | list[Any],
+    KwargDefinition(
+        schema_extra={
+            "one_of": [READING_SCHEMA, Schema(type=OpenAPIType.ARRAY, max_items=0)],
+            "description": "The latest reading of the current ownership, or `[]` when none.",
+        }
+    ),
+]
 
 
 class ControllerBody(msgspec.Struct, frozen=True):
@@ -21,12 +53,32 @@ class ControllerBody(msgspec.Struct, frozen=True):
     room_id: int | None
     online: bool
     brand_id: int
-    controller_log: list[dict[str, object]]
+    controller_log: ControllerLog
     links: SelfLinks = msgspec.field(name="_links")
 
 
+class CommandLog(msgspec.Struct, frozen=True):
+    """A melissa's settings as Home Assistant reads them: those of its last `send_ir_code`
+    for the current owner, else off, auto, 20 °C, auto fan."""
+
+    state: Annotated[int, msgspec.Meta(ge=0, le=2)]
+    mode: Annotated[int, msgspec.Meta(ge=0, le=4)]
+    temp: Annotated[int, msgspec.Meta(ge=16, le=30)]
+    fan: Annotated[int, msgspec.Meta(ge=0, le=3)]
+
+
+class ControllerRelation(msgspec.Struct, frozen=True):
+    command_log: CommandLog | None  # null for types other than melissa
+
+
+class ControllerDetail(ControllerBody, frozen=True):
+    """A controller as the single read shows it: the list's body plus ``_relation``."""
+
+    relation: ControllerRelation = msgspec.field(name="_relation")
+
+
 class ControllerResponse(msgspec.Struct, frozen=True):
-    controller: ControllerBody
+    controller: ControllerDetail
     links: SelfLinks = msgspec.field(name="_links")
 
 

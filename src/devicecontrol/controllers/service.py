@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
@@ -15,6 +16,7 @@ from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
 from devicecontrol.devices import lifecycle
+from devicecontrol.devices import service as devices
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.paging import Page, PageRequest, page_request
@@ -83,6 +85,23 @@ async def get_controller(runtime: Runtime, user_id: int, serial_number: str) -> 
         if row is not None:
             return row
     raise _not_yours(serial_number)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerView:
+    """The single read: the controller (``repository.BODY_COLUMNS``) and its settings."""
+
+    row: Row
+    command_log: dict[str, Any] | None
+
+
+async def controller_detail(runtime: Runtime, user_id: int, serial_number: str) -> ControllerView:
+    """The caller's controller and, for a melissa, its current settings (``command_log``)."""
+    row = await get_controller(runtime, user_id, serial_number)
+    command_log = await devices.command_log(
+        runtime, controller_type=row.type, controller_id=row.id, assignment_id=row.assignment_id
+    )
+    return ControllerView(row, command_log)
 
 
 async def _current_or_new_record(connection: AsyncConnection, controller: Row, user_id: int) -> Row:

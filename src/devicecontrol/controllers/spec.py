@@ -1,12 +1,13 @@
 """One controller's registration as the operator writes it: checked text to typed values.
 
 ``controllers add`` and every CSV row of ``controllers import`` go through ``parse_spec``, so
-both accept and refuse exactly the same values.
+both accept and refuse exactly the same values. The claim code and the device secret leave
+here only as digests (``row_values``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from devicecontrol.controllers.identity import (
     is_serial_number,
     normalize_device_mac,
 )
+from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.errors import InvalidField
 
 _MAX_LENGTHS = {"type": 64, "name": 200, "firmware_version": 64, "device_group": 64}
@@ -36,11 +38,16 @@ class ControllerSpec:
     room_id: int | None = None
     claim_code: str | None = None  # None: not stated (an empty CSV cell)
     owner: str | None = None  # None: not stated
+    # the initial value only: the device link owns it once ``serve`` runs (contract §9)
     online: bool = False
+    # None: not stated (an empty CSV cell); the device cannot connect until it has one.
+    # Kept out of repr so that no log or traceback of a spec shows it.
+    device_secret: str | None = field(default=None, repr=False)
 
     def row_values(self, owner_id: int | None, now: datetime) -> dict[str, Any]:
-        """The ``controllers`` row: the claim code only as its digest, the owner as an id."""
-        code = self.claim_code
+        """The ``controllers`` row: claim code and device secret only as digests, the owner
+        as an id."""
+        code, secret = self.claim_code, self.device_secret
         return {
             "serial_number": self.serial_number,
             "mac": self.mac,
@@ -52,6 +59,7 @@ class ControllerSpec:
             "room_id": self.room_id,
             "online": self.online,
             "claim_code_digest": claim_code_digest(self.serial_number, code) if code else None,
+            "device_secret_digest": device_secret_digest(secret) if secret else None,
             "user_id": owner_id,
             "created_at": now,
         }
@@ -69,8 +77,22 @@ def _integer(raw: str, column: str) -> int | None:
     return value
 
 
+def _device_secret(raw: str) -> str | None:
+    """A stated secret is taken exactly as the device will send it: white space around it
+    is refused rather than trimmed, or the device could never log in with what it holds."""
+    if not raw.strip():
+        return None
+    if raw != raw.strip():
+        raise InvalidField("device_secret", "must not start or end with white space")
+    return raw
+
+
 def parse_spec(values: dict[str, str | None]) -> ControllerSpec:
-    """Check one controller's fields as text (a CSV row or the CLI's options)."""
+    """Check one controller's fields as text (a CSV row or the CLI's options).
+
+    An empty ``device_secret`` is "not stated", as in a CSV cell; ``controllers add``
+    refuses an empty ``--device-secret`` itself.
+    """
     clean = {k: (v or "").strip() for k, v in values.items()}
     for column, value in clean.items():
         if "\x00" in value:  # PostgreSQL cannot store NUL in text; SQLite would keep it
@@ -102,4 +124,5 @@ def parse_spec(values: dict[str, str | None]) -> ControllerSpec:
         claim_code=clean.get("claim_code") or None,
         owner=clean.get("owner") or None,
         online=online in _TRUE,
+        device_secret=_device_secret(values.get("device_secret") or ""),
     )

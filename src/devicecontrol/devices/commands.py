@@ -131,13 +131,15 @@ async def list_commands(runtime: Runtime, device: OwnedDevice, paging: PageReque
         total = await repository.count_commands(
             connection, device.controller_id, device.assignment_id
         )
-        rows = await repository.list_commands(
-            connection,
-            device.controller_id,
-            device.assignment_id,
-            offset=paging.offset,
-            limit=paging.page_size,
-        )
+        rows = []
+        if paging.offset < total:  # past the end (or past what OFFSET holds): no query
+            rows = await repository.list_commands(
+                connection,
+                device.controller_id,
+                device.assignment_id,
+                offset=paging.offset,
+                limit=paging.page_size,
+            )
     return Page(rows=rows, total=total, page_count=paging.page_count(total))
 
 

@@ -94,13 +94,16 @@ async def authenticate_device(
 
 async def rotate_device_secret(runtime: Runtime, serial_number: str) -> str:
     """A new secret for the device; the old one stops working at once (the link closes a
-    connection made with it within 2 s)."""
+    connection made with it within 2 s).
+
+    Audited on success only, like the other operators' commands: a failed command already
+    says why in its one line on stderr.
+    """
     secret = new_device_secret()
-    with audit.AuditEvent("device_secret_rotation", serial_number=None) as event:
-        async with runtime.database.write() as connection:
-            if not is_serial_number(serial_number) or not await repository.set_device_secret(
-                connection, serial_number, device_secret_digest(secret)
-            ):
-                raise NotFound(f"no controller has the serial number {serial_number}")
-            event.fields["serial_number"] = serial_number
+    async with runtime.database.write() as connection:
+        if not is_serial_number(serial_number) or not await repository.set_device_secret(
+            connection, serial_number, device_secret_digest(secret)
+        ):
+            raise NotFound(f"no controller has the serial number {serial_number}")
+    audit.record("device_secret_rotation", audit.SUCCESS, serial_number=serial_number)
     return secret

@@ -2,7 +2,8 @@
 
 queued -> sent -> succeeded | failed, and queued | sent -> expired once ``expires_at`` has
 passed with no result, or -> failed when the controller changes hands. Terminal states
-never change. Every status change in the service goes through ``transition``.
+never change. Every status change in the service goes through ``transition`` (or the two
+bulk moves below), which counts it in the metrics.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.devices import repository
+from devicecontrol.observability.metrics import COMMAND_TRANSITIONS
 
 QUEUED, SENT, SUCCEEDED, FAILED, EXPIRED = "queued", "sent", "succeeded", "failed", "expired"
 STATUSES = (QUEUED, SENT, SUCCEEDED, FAILED, EXPIRED)
@@ -58,24 +60,41 @@ async def transition(
     changes = {"status": target, **(values or {})}
     if target in TERMINAL and "completed_at" not in changes:
         changes["completed_at"] = now
-    return await repository.move_command(
+    moved = await repository.move_command(
         connection,
         command_id,
         from_statuses=sources_of(target),
         values=changes,
         unexpired_at=None if target == EXPIRED else now,
     )
+    if moved:
+        COMMAND_TRANSITIONS.labels(target).inc()
+    return moved
 
 
 async def fail_all_for_owner_change(
     connection: AsyncConnection, controller_id: int, *, now: datetime
 ) -> int:
     """A hand-over or release: the unfinished commands of the old ownership end, failed."""
-    return await repository.fail_unexpired(
+    failed = await repository.fail_unexpired(
         connection, controller_id, from_statuses=sources_of(FAILED), error=OWNER_CHANGED, now=now
     )
+    _count(FAILED, failed)
+    return failed
 
 
-async def expire_all_overdue(connection: AsyncConnection, *, now: datetime) -> int:
-    """Store ``expired`` for what reads already show as expired (housekeeping)."""
-    return await repository.expire_overdue(connection, from_statuses=sources_of(EXPIRED), now=now)
+async def expire_all_overdue(
+    connection: AsyncConnection, *, now: datetime, limit: int | None = None
+) -> int:
+    """Store ``expired`` for what reads already show as expired (housekeeping); ``limit``
+    caps one call, so that a purge can go in short transactions."""
+    expired = await repository.expire_overdue(
+        connection, from_statuses=sources_of(EXPIRED), now=now, limit=limit
+    )
+    _count(EXPIRED, expired)
+    return expired
+
+
+def _count(status: str, commands: int) -> None:
+    if commands:
+        COMMAND_TRANSITIONS.labels(status).inc(commands)

@@ -55,6 +55,25 @@ async def record_reading(
         await repository.touch_last_seen(connection, controller_id, now)
 
 
+async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payload: bytes) -> None:
+    """Store an accepted ``state`` message under the ownership in force as it is stored.
+
+    The link's way: the ownership is looked up in the same write transaction, so a reading
+    and a hand-over are ordered by arrival, never by second-precision timestamps.
+    """
+    now = utcnow()
+    async with runtime.database.write() as connection:
+        assignment_id = await repository.active_assignment_id(connection, controller_id)
+        await repository.insert_reading(
+            connection,
+            controller_id=controller_id,
+            assignment_id=assignment_id,
+            payload=payload.decode("utf-8"),
+            now=now,
+        )
+        await repository.touch_last_seen(connection, controller_id, now)
+
+
 def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:
     """A reading as the API shows it: the reported fields plus ``created``."""
     return {**_decode(payload), "created": created_at.strftime("%Y-%m-%d %H:%M:%S")}
@@ -66,6 +85,16 @@ def controller_log(latest: Row | None, assignment_id: int | None) -> dict[str, A
     if latest is None or assignment_id is None or latest.assignment_id != assignment_id:
         return []
     return shown_reading(latest.payload, latest.created_at)
+
+
+def joined_controller_log(
+    payload: str | None, created_at: datetime | None
+) -> dict[str, Any] | list[Any]:
+    """``controller_log`` from a controller row that joined the latest reading of its current
+    ownership (controllers.repository.BODY_COLUMNS): none joined is ``[]``."""
+    if payload is None or created_at is None:
+        return []
+    return shown_reading(payload, created_at)
 
 
 async def provider_fetch(runtime: Runtime, device: OwnedDevice) -> dict[str, Any]:
@@ -90,13 +119,15 @@ async def list_readings(
         total = await repository.count_readings(
             connection, device.controller_id, device.assignment_id, since=since, until=until
         )
-        rows = await repository.list_readings(
-            connection,
-            device.controller_id,
-            device.assignment_id,
-            since=since,
-            until=until,
-            offset=paging.offset,
-            limit=paging.page_size,
-        )
+        rows = []
+        if paging.offset < total:  # past the end (or past what OFFSET holds): no query
+            rows = await repository.list_readings(
+                connection,
+                device.controller_id,
+                device.assignment_id,
+                since=since,
+                until=until,
+                offset=paging.offset,
+                limit=paging.page_size,
+            )
     return Page(rows=rows, total=total, page_count=paging.page_count(total))

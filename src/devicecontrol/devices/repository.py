@@ -94,6 +94,19 @@ async def touch_last_seen(connection: AsyncConnection, controller_id: int, now: 
     )
 
 
+async def set_offline(connection: AsyncConnection, controller_id: int) -> None:
+    """The link lost the device; ``last_seen`` stays the time of its last message."""
+    await connection.execute(
+        update(controllers).where(controllers.c.id == controller_id).values(online=False)
+    )
+
+
+async def active_assignment_id(connection: Reader, controller_id: int) -> int | None:
+    """The ownership things of this controller are filed under now (None: unowned)."""
+    query = select(_ACTIVE_ASSIGNMENT).where(controllers.c.id == controller_id)
+    return (await connection.execute(query)).scalar_one_or_none()
+
+
 async def set_everyone_offline(connection: AsyncConnection) -> None:
     await connection.execute(
         update(controllers).where(controllers.c.online.is_(True)).values(online=False)
@@ -360,12 +373,26 @@ async def find_command_by_public_id(connection: Reader, public_id: str) -> Row |
 
 
 async def expire_overdue(
-    connection: AsyncConnection, *, from_statuses: Sequence[str], now: datetime
+    connection: AsyncConnection,
+    *,
+    from_statuses: Sequence[str],
+    now: datetime,
+    limit: int | None = None,
 ) -> int:
-    """Persist ``expired`` for commands whose time is up (reads already show it)."""
+    """Persist ``expired`` for commands whose time is up (reads already show it); with
+    ``limit``, for at most that many (the purge's short batches).
+
+    The conditions stay on the UPDATE itself, not only in the batch's subquery, so that a
+    result stored meanwhile is never overwritten.
+    """
+    overdue = and_(commands.c.status.in_(list(from_statuses)), commands.c.expires_at <= now)
+    condition = overdue
+    if limit is not None:
+        batch = select(commands.c.id).where(overdue).limit(limit).scalar_subquery()
+        condition = and_(overdue, commands.c.id.in_(batch))
     result = await connection.execute(
         update(commands)
-        .where(commands.c.status.in_(list(from_statuses)), commands.c.expires_at <= now)
+        .where(condition)
         .values(status="expired", completed_at=commands.c.expires_at)
     )
     return result.rowcount

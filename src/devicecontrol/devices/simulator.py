@@ -26,6 +26,7 @@ from devicecontrol.devices.catalogue import CATALOGUE
 RECONNECT_DELAY_S = 1.0
 MAX_RECONNECT_DELAY_S = 30.0
 KEEPALIVE_S = 30
+CLIENT_TIMEOUT_S = 5  # for each MQTT operation, the disconnect on stopping included
 log = logging.getLogger("devicecontrol.simulator")
 
 
@@ -112,6 +113,7 @@ async def run_device(
                 password=credentials.secret,
                 clean_session=True,
                 keepalive=KEEPALIVE_S,
+                timeout=CLIENT_TIMEOUT_S,
             ) as client:
                 await client.subscribe(f"devices/{sn}/commands", qos=1)
                 delay = RECONNECT_DELAY_S
@@ -121,6 +123,10 @@ async def run_device(
                     group.create_task(_report(client, credentials, state, rng, interval_s))
                     group.create_task(_obey(client, credentials, state))
         except* aiomqtt.MqttError as failure:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # an error while being stopped: stop, do not reconnect
+                raise asyncio.CancelledError from None
             log.warning("device %s: %s; again in %.0f s", sn, failure.exceptions[0], delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RECONNECT_DELAY_S)

@@ -14,7 +14,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
 
 from prometheus_client import (
     REGISTRY,
@@ -26,6 +27,8 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from devicecontrol.db import Database
 
@@ -79,6 +82,33 @@ POOL_SIZE = Gauge(
     ["pool"],
     multiprocess_mode="livesum",
 )
+# the device link (devices/link.py), which runs in a process of its own under ``serve``
+DEVICES_CONNECTED = Gauge(
+    "devicecontrol_devices_connected",
+    "Devices with a live connection to the embedded MQTT broker.",
+    multiprocess_mode="livesum",
+)
+DEVICE_MESSAGES = Counter(
+    "devicecontrol_device_messages",
+    "Device messages received on the device's own topics, by kind: state, result.",
+    ["kind"],
+)
+DEVICE_MESSAGES_DROPPED = Counter(
+    "devicecontrol_device_messages_dropped",
+    "Device messages dropped, by reason: not_json, not_an_object, too_large, rate_limited, "
+    "forbidden_topic, unknown_command, late_result, malformed.",
+    ["reason"],
+)
+COMMAND_TRANSITIONS = Counter(
+    "devicecontrol_command_transitions",
+    "Commands whose stored status changed, by the new status: sent, succeeded, failed, expired.",
+    ["status"],
+)
+COMMAND_ROUND_TRIP = Histogram(
+    "devicecontrol_command_round_trip_seconds",
+    "Time from the publication of a command to the device's result.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
 
 
 class RequestMetrics:
@@ -120,33 +150,71 @@ def sample_pools(database: Database) -> None:
         POOL_SIZE.labels(pool).set(size)
 
 
+# with one HTTP process (values in memory), the device link's process writes its values here
+_link_directory: str | None = None
+
+
+class _Summed:
+    """The families of several collectors as one, equal samples (name and labels) summed:
+    what prometheus_client does with the processes of a multiprocess directory."""
+
+    def __init__(self, *collectors: Collector) -> None:
+        self._collectors = collectors
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, Metric] = {}
+        values: dict[str, dict[tuple[str, frozenset[tuple[str, str]]], Any]] = {}
+        for collector in self._collectors:
+            for family in collector.collect():
+                merged = families.setdefault(family.name, family)
+                samples = values.setdefault(family.name, {})
+                for sample in family.samples:
+                    key = (sample.name, frozenset(sample.labels.items()))
+                    known = samples.get(key)
+                    samples[key] = (
+                        sample
+                        if known is None
+                        else known._replace(value=known.value + sample.value)
+                    )
+                merged.samples = list(samples.values())
+        return families.values()
+
+
 def exposition(database: Database) -> bytes:
     """The text GET /metrics answers: this process's pools sampled now, then every value."""
     sample_pools(database)
-    if MULTIPROC_DIR is None:
+    if MULTIPROC_DIR is not None:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=MULTIPROC_DIR)
+        return generate_latest(registry)
+    if _link_directory is None:
         return generate_latest(REGISTRY)
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=MULTIPROC_DIR)
-    return generate_latest(registry)
+    link = multiprocess.MultiProcessCollector(None, path=_link_directory)
+    return generate_latest(_Summed(REGISTRY, link))  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
-def shared_metrics_directory(workers: int) -> Iterator[None]:
-    """For ``serve --workers N`` (N > 1): a fresh private directory for the workers' values.
+def shared_metrics_directory(workers: int) -> Iterator[str]:
+    """A fresh private directory for the values of ``serve``'s other processes; yields it.
 
-    Set in the environment before uvicorn starts the workers (each imports prometheus_client
-    afresh and reads it then), and removed when ``serve`` ends: counters start at zero with
-    each start of the service, as they do with one process.
+    The device link always runs in a process of its own and writes there (its environment
+    names the directory). With ``--workers N`` (N > 1) the workers do too: the variable is
+    set before uvicorn starts them (each imports prometheus_client afresh and reads it
+    then). With one worker, this process keeps its values in memory and adds the link's
+    when scraped. The directory is removed when ``serve`` ends: counters start at zero with
+    each start of the service.
     """
-    if workers < 2:
-        yield
-        return
+    global _link_directory
     directory = tempfile.mkdtemp(prefix="devicecontrol-metrics-")
     previous = os.environ.get(MULTIPROC_DIR_VARIABLE)
-    os.environ[MULTIPROC_DIR_VARIABLE] = directory
+    if workers > 1:
+        os.environ[MULTIPROC_DIR_VARIABLE] = directory
+    else:
+        _link_directory = directory
     try:
-        yield
+        yield directory
     finally:
+        _link_directory = None
         shutil.rmtree(directory, ignore_errors=True)
         if previous is None:
             os.environ.pop(MULTIPROC_DIR_VARIABLE, None)

@@ -1,0 +1,232 @@
+"""The embedded MQTT broker: amqtt's, with a device's CONNECT proved before anything else.
+
+amqtt 0.12.1 handles a CONNECT in an order that lets a stranger harm a device: for a clean
+session with a known client id it deletes the stored session (the live device's
+subscriptions) before it authenticates, and it takes over a connected session before it
+looks at the result of authentication. A CONNECT with a device's serial and a wrong
+secret would wipe or kick the live device. ``DeviceBroker`` authenticates first; a refused
+CONNECT gets CONNACK "not authorized" and touches nothing. Only then does the MQTT take-over
+happen (the old connection is closed, as MQTT requires and amqtt did only for persistent
+sessions) and amqtt's own choice of session follow.
+
+Other departures from amqtt, each for a rule of contract §9: keep-alive expiry ends the
+connection (amqtt only logged it); device publications are neither broadcast nor retained
+(no client may receive them; a retained payload would be memory a device fills at will); a
+device's will is dropped (it would bypass the topic rules); the listening socket is bound
+by the link beforehand, so that a taken port is a clean one-line error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import socket
+import ssl
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from amqtt.adapters import ReaderAdapter, WriterAdapter
+from amqtt.broker import Broker, Server
+from amqtt.contexts import BrokerConfig, ListenerType
+from amqtt.errors import MQTTError
+from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
+from amqtt.session import Session
+
+from devicecontrol.devices.broker_plugins import CONNECTION, IDENTITY
+
+if TYPE_CHECKING:
+    from devicecontrol.devices.link import DeviceConnection, DeviceLink
+
+PLUGINS = "devicecontrol.devices.broker_plugins"
+# a socket that never sends its CONNECT is closed after this long
+CONNECT_TIMEOUT_S = 10
+# how long a take-over waits for the old connection to end before amqtt's session logic
+TAKE_OVER_WAIT_S = 1.0
+REFUSED = "device refused"
+PERSISTENT_SESSION_EXPIRY_S = 86400
+
+
+class LinkError(Exception):
+    """The link cannot start: the message is one line for the operator."""
+
+
+def listening_socket(listen: str) -> socket.socket:
+    """The broker's socket, bound now: a taken port or a bad address is a ``LinkError``."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, int(port)), family=family, backlog=512)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise LinkError(
+            f"cannot listen for devices on {listen} (DEVICECONTROL_MQTT_LISTEN): {reason}"
+        ) from None
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """The TLS of the device listener; unusable files are a ``LinkError``."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
+        raise LinkError(
+            f"cannot use DEVICECONTROL_MQTT_TLS_CERT and DEVICECONTROL_MQTT_TLS_KEY: {reason}"
+        ) from None
+    return context
+
+
+def broker_config(link: DeviceLink, listen: str) -> BrokerConfig:
+    """Our three plugins only: amqtt's defaults include anonymous access and a packet
+    logger that would write CONNECT packets, passwords included, at debug level."""
+    return BrokerConfig.from_dict(
+        {
+            "listeners": {"default": {"type": "tcp", "bind": listen}},
+            # a persistent session whose device has been gone this long is forgotten
+            "session_expiry_interval": PERSISTENT_SESSION_EXPIRY_S,
+            "plugins": {
+                f"{PLUGINS}.DeviceAuthPlugin": {"link": link},
+                f"{PLUGINS}.DeviceTopicPlugin": {"link": link},
+                f"{PLUGINS}.DeviceEventsPlugin": {"link": link},
+            },
+        }
+    )
+
+
+class _RefusalsAreAudited(logging.Filter):
+    """amqtt logs every refused CONNECT as a warning; the audit line already records it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return REFUSED not in record.getMessage()
+
+
+class DeviceProtocolHandler(BrokerProtocolHandler):
+    """amqtt's handler, ending the connection when the keep-alive expires (MQTT 3.1.2.10)."""
+
+    _expiry: asyncio.Task[None] | None = None
+
+    def handle_read_timeout(self) -> None:
+        if self._expiry is None:
+            self._expiry = asyncio.ensure_future(self.handle_connection_closed())
+
+
+class DeviceBroker(Broker):
+    def __init__(
+        self, link: DeviceLink, listener: socket.socket, ssl_context: ssl.SSLContext | None
+    ) -> None:
+        self.link = link
+        self._listener = listener
+        self._ssl_context = ssl_context
+        address, port = listener.getsockname()[:2]
+        super().__init__(broker_config(link, f"{address}:{port}"))
+        if not any(isinstance(f, _RefusalsAreAudited) for f in self.logger.filters):
+            self.logger.addFilter(_RefusalsAreAudited())
+
+    async def _create_server_instance(
+        self,
+        listener_name: str,
+        listener_type: ListenerType,
+        address: str | None,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+    ) -> asyncio.Server:
+        """Serve on the socket the link bound (and with its TLS), not on a new one."""
+        callback = partial(self.stream_connected, listener_name=listener_name)
+        return await asyncio.start_server(callback, sock=self._listener, ssl=self._ssl_context)
+
+    async def _initialize_client_session(
+        self, reader: ReaderAdapter, writer: WriterAdapter, remote_address: str, remote_port: int
+    ) -> tuple[BrokerProtocolHandler, Session]:
+        """Read the CONNECT, prove the device, then let it in (see the module's docstring)."""
+        try:
+            handler, incoming = await asyncio.wait_for(
+                DeviceProtocolHandler.init_from_connect(reader, writer, self.plugins_manager),
+                CONNECT_TIMEOUT_S,
+            )
+        except Exception as exc:  # garbage, a timeout, a half packet: amqtt logs it
+            with contextlib.suppress(OSError):
+                await writer.close()
+            raise MQTTError(f"no valid CONNECT from {remote_address}: {exc!r}") from None
+        if not await self._authenticate(incoming, self.listeners_config["default"]):
+            with contextlib.suppress(OSError):  # the device may be gone already
+                handler.attach(incoming, reader, writer)
+                await handler.mqtt_connack_authorize(False)  # return code 5, not authorized
+                await writer.close()
+            raise MQTTError(f"{REFUSED} from {remote_address}")
+        identity = incoming.attributes[IDENTITY]
+        connection, previous = self.link.claim(identity, remote_address)
+        try:
+            if previous is not None:
+                await self._take_over(previous)
+            session = await self._session_for(incoming)
+        except BaseException:
+            self.link.connection_ended(connection)
+            raise
+        session.attributes[IDENTITY], session.attributes[CONNECTION] = identity, connection
+        session.will_flag, session.password = False, None  # the secret is not kept
+        session.keep_alive = math.ceil(incoming.keep_alive * 1.5)  # MQTT's grace
+        return handler, session
+
+    async def _take_over(self, previous: DeviceConnection) -> None:
+        """MQTT's rule: a new connection with a client id in use ends the old one."""
+        await self.close_connection(previous)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(previous.ended.wait(), TAKE_OVER_WAIT_S)
+
+    async def _session_for(self, incoming: Session) -> Session:
+        """amqtt's choice of session: a clean one replaces what is stored; otherwise a
+        stored persistent session resumes, with this connection's parameters."""
+        client_id = incoming.client_id or ""
+        stored = self._sessions.get(client_id, (None, None))[0]
+        if incoming.clean_session or stored is None or stored.clean_session:
+            await self._delete_session(client_id)
+            incoming.parent = 0
+            return incoming
+        stored.keep_alive, stored.username = incoming.keep_alive, incoming.username
+        stored.parent = 1
+        return stored
+
+    async def _handle_client_session(
+        self,
+        reader: ReaderAdapter,
+        writer: WriterAdapter,
+        client_session: Session,
+        handler: BrokerProtocolHandler,
+        server: Server,
+        listener_name: str,
+    ) -> None:
+        """amqtt's handling of a connection, bracketed by the link's online and offline."""
+        connection: DeviceConnection = client_session.attributes[CONNECTION]
+        connection.handler = handler
+        self.link.connection_started(connection)
+        try:
+            await super()._handle_client_session(
+                reader, writer, client_session, handler, server, listener_name
+            )
+        finally:
+            self.link.connection_ended(connection)
+
+    async def close_connection(self, connection: DeviceConnection) -> None:
+        """End one connection as amqtt's own take-over does; its session ends as usual."""
+        handler = connection.handler
+        if handler is not None:
+            await handler.handle_connection_closed()
+            await handler.stop()
+
+    async def _broadcast_message(
+        self,
+        session: Session | None,
+        topic: str | None,
+        data: bytes | bytearray | None,
+        force_qos: int | None = None,
+    ) -> None:
+        """Only the service's own messages (commands) go out; no client may receive a
+        device's publication, so matching it against every subscription is waste."""
+        if session is None:
+            await super()._broadcast_message(session, topic, data, force_qos)
+
+    async def retain_message(self, *_: Any, **__: Any) -> None:
+        """Retained messages are not kept (the service sends none; devices need none)."""

@@ -1,0 +1,183 @@
+"""The device link in a process of its own, started by ``serve``: one broker, whatever the
+number of HTTP workers (``python -m devicecontrol.devices.link_process``).
+
+``serve`` starts it once the migrations have run and before uvicorn listens, and reads
+its first line on stdout: ``ready``, or the one-line reason it cannot start (a taken
+port, unusable TLS files). SIGTERM or SIGINT stop it cleanly: device connections closed,
+the devices offline, exit 0. Its stdin is a lifeline: should ``serve`` die without
+stopping it, the pipe closes and the link stops as well, freeing the port.
+
+It reads its settings from the environment, as uvicorn's workers do, and writes its
+metrics to the directory ``serve`` names in ``PROMETHEUS_MULTIPROC_DIR``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.config
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from devicecontrol.config import Settings, SettingsError, load_settings
+from devicecontrol.devices.broker import LinkError
+from devicecontrol.devices.link import DeviceLink
+from devicecontrol.observability import metrics
+from devicecontrol.observability.logs import link_logging_config
+from devicecontrol.runtime import Runtime
+
+READY = "ready"
+START_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 15
+RESTART_DELAY_S = 1.0
+logger = logging.getLogger("devicecontrol.devices.link")
+
+
+class LinkProcess:
+    """``serve``'s handle on the link's process, restarted should it ever end on its own."""
+
+    def __init__(self, process: subprocess.Popen[bytes], metrics_directory: str) -> None:
+        self.process = process
+        self._metrics_directory = metrics_directory
+        self._stopping = threading.Event()
+        self._watchdog = threading.Thread(target=self._restart_when_ended, daemon=True)
+        self._watchdog.start()
+
+    @classmethod
+    def start(cls, metrics_directory: str) -> LinkProcess:
+        """The link, listening; ``LinkError`` with its one-line reason if it cannot."""
+        return cls(_spawn(metrics_directory), metrics_directory)
+
+    def terminate(self) -> None:
+        """Ask it to stop, without waiting (safe in a signal handler)."""
+        self._stopping.set()
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop it and wait; killed if it has not finished in ``STOP_TIMEOUT_S``."""
+        self.terminate()
+        self._watchdog.join(timeout=STOP_TIMEOUT_S)
+        self.terminate()  # the one a restart may have started meanwhile
+        _end(self.process)
+
+    def _restart_when_ended(self) -> None:
+        """A link that ends unasked (a bug, the OOM killer) must not leave devices without a
+        broker: it is started again, every ``RESTART_DELAY_S`` until it listens."""
+        while True:
+            status = self.process.wait()
+            if self._stopping.is_set():
+                return
+            logger.error("the device link ended unexpectedly (status %s); restarting it", status)
+            while not self._stopping.wait(RESTART_DELAY_S):
+                try:
+                    self.process = _spawn(self._metrics_directory)
+                    break
+                except LinkError as exc:
+                    logger.error("the device link cannot restart: %s", exc)
+
+
+def _spawn(metrics_directory: str) -> subprocess.Popen[bytes]:
+    environment = {**os.environ, metrics.MULTIPROC_DIR_VARIABLE: metrics_directory}
+    process = subprocess.Popen(  # noqa: S603 (this interpreter, this module)
+        [sys.executable, "-m", __name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=environment,
+    )
+    line = _first_line(process, START_TIMEOUT_S)
+    if line == READY:
+        return process
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    _end(process)
+    raise LinkError(line or f"the device link did not start (status {process.returncode})")
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def _first_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while (remaining := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([process.stdout], [], [], remaining)
+        if readable:
+            return process.stdout.readline().decode("utf-8", "replace").strip()
+    return f"the device link did not start within {timeout_s} s"
+
+
+# --- the link's process -------------------------------------------------------------------
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(" ".join(line.split()) + "\n")
+    sys.stdout.flush()
+
+
+async def _until_stopped() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    def parent_gone() -> None:
+        if not os.read(sys.stdin.fileno(), 4096):  # end of file: serve is gone
+            loop.remove_reader(sys.stdin.fileno())
+            stop.set()
+
+    loop.add_reader(sys.stdin.fileno(), parent_gone)
+    await stop.wait()
+
+
+async def _run(settings: Settings) -> int:
+    runtime = Runtime.from_settings(settings)
+    link = DeviceLink(runtime)
+    try:
+        try:
+            await link.start()
+        except LinkError as exc:
+            _say(str(exc))
+            return 1
+        except Exception as exc:  # the database, most likely
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            _say(f"the device link cannot start: {reason}")
+            return 1
+        _say(READY)
+        # nobody reads stdout any more: a stray print must not fill the pipe and block
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        await _until_stopped()
+        await link.stop()
+        return 0
+    finally:
+        await runtime.close()
+        if metrics.MULTIPROC_DIR is not None:  # its live gauges stop counting
+            metrics.multiprocess.mark_process_dead(os.getpid(), metrics.MULTIPROC_DIR)
+
+
+def main() -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        _say(str(exc))
+        return 1
+    logging.config.dictConfig(link_logging_config(settings.log_level, settings.log_format))
+    return asyncio.run(_run(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

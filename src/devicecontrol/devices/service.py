@@ -1,0 +1,227 @@
+"""What the HTTP endpoints of contract §10 ask of the device domain.
+
+Ownership comes first: someone else's controller and an unknown one get the same 404
+before anything else in the request is looked at. Then the request's own fields (the
+body, ``wait``, ``since``/``until``, paging) are checked here, and ``commands.py`` and
+``readings.py`` do the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from sqlalchemy import Row
+
+from devicecontrol.bodies import check_string_fields, string_field_errors
+from devicecontrol.clock import TIMESTAMP_FORMAT, TIMESTAMP_PATTERN
+from devicecontrol.devices import commands, readings, repository
+from devicecontrol.devices.catalogue import integral
+from devicecontrol.devices.commands import OwnedDevice
+from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
+from devicecontrol.paging import Page, PageRequest, page_request
+from devicecontrol.runtime import Runtime
+
+MELISSA, SEND_IR_CODE = "melissa", "send_ir_code"
+# Home Assistant's Melissa climate entity reads these four from ``command_log`` as the air
+# conditioner's current settings, and fails on a missing key or a null. Until the owner has
+# sent a ``send_ir_code``, a melissa is shown off, auto mode, 20 °C, auto fan: the honest
+# "off until told otherwise" (docs/DESIGN.md).
+NO_SETTINGS_YET = {"state": 0, "mode": 0, "temp": 20, "fan": 0}
+MAX_WAIT_S = 30
+NATIVE_FIELDS = ("name", "params", "ttl")
+PROVIDER_FIELDS = ("serial_number", "command")
+# ASCII digits only: ``\d`` would take other scripts' digits too
+_DIGITS = re.compile(r"[0-9]+")
+_TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
+# commands.create_command makes 24 lowercase hex digits; the column holds 32
+COMMAND_ID = re.compile(r"[0-9a-f]{1,32}")
+_decode = msgspec.json.decode
+
+
+async def device_of(runtime: Runtime, user_id: int, serial_number: str) -> OwnedDevice:
+    """The caller's controller, or the usual 404 (before the request's body is read)."""
+    return await commands.owned_device(runtime, user_id, serial_number)
+
+
+async def _device_named_in(runtime: Runtime, user_id: int, body: dict[str, Any]) -> OwnedDevice:
+    """``/provider/*`` name the controller in the body: that one field is checked first."""
+    check_string_fields(body, ("serial_number",))
+    return await commands.owned_device(runtime, user_id, body["serial_number"])
+
+
+# --- the original API: /provider/send and /provider/fetch ---------------------------------
+
+
+async def provider_send(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row:
+    """Make the command the body names; wait up to SEND_WAIT_MS for a connected device's
+    result. Fields the command does not take are ignored (Home Assistant sends them)."""
+    device = await _device_named_in(runtime, user_id, body)
+    check_string_fields(body, ("command",))
+    command = await commands.create_command(
+        runtime,
+        device,
+        name=body["command"],
+        fields={name: value for name, value in body.items() if name not in PROVIDER_FIELDS},
+        ttl_s=runtime.settings.command_ttl_s,
+        strict=False,
+        name_field="command",
+    )
+    wait_ms = runtime.settings.send_wait_ms
+    if device.online and wait_ms > 0:
+        command = await commands.wait_until_finished(
+            runtime, device, command, timeout_s=wait_ms / 1000
+        )
+    return command
+
+
+async def provider_fetch(runtime: Runtime, user_id: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The latest reading of the current ownership, with the link's ``online``."""
+    device = await _device_named_in(runtime, user_id, body)
+    return await readings.provider_fetch(runtime, device)
+
+
+# --- native commands -------------------------------------------------------------------
+
+
+def wait_seconds(text: str | None) -> int:
+    """``?wait=``: whole seconds, 0 to 30 (absent: 0)."""
+    if text is None:
+        return 0
+    if not _DIGITS.fullmatch(text) or len(text.lstrip("0")) > 2 or int(text) > MAX_WAIT_S:
+        raise InvalidField("wait", f"must be whole seconds, 0 to {MAX_WAIT_S}")
+    return int(text)
+
+
+def _native_fields(body: dict[str, Any], default_ttl_s: int) -> tuple[str, dict[str, Any], int]:
+    """``name``, ``params`` and ``ttl`` of a native request; any other field is refused."""
+    errors = [
+        FieldError(name[:64], "is not a field of a command")
+        for name in body
+        if name not in NATIVE_FIELDS
+    ]
+    errors += string_field_errors(body, ("name",))
+    params = body.get("params")
+    if params is None:
+        params = {}
+    elif not isinstance(params, dict):
+        errors.append(FieldError("params", "must be an object"))
+    ttl = body.get("ttl")
+    if isinstance(ttl, float) and integral(ttl) is not None:
+        ttl = integral(ttl)  # 60.0 is a whole number of seconds, as in the catalogue
+    ttl_s = default_ttl_s
+    try:
+        ttl_s = commands.check_ttl(ttl, default_ttl_s)
+    except InvalidField as error:
+        errors += error.errors or []
+    if errors:
+        raise InvalidFields(errors)
+    return body["name"], params, ttl_s
+
+
+async def create_command(
+    runtime: Runtime, device: OwnedDevice, body: dict[str, Any], *, wait: str | None
+) -> Row:
+    """A command checked strictly against the type's catalogue (parameters it does not take
+    are refused); with ``wait``, the answer waits until it finishes or that many seconds."""
+    wait_s = wait_seconds(wait)
+    name, params, ttl_s = _native_fields(body, runtime.settings.command_ttl_s)
+    command = await commands.create_command(
+        runtime, device, name=name, fields=params, ttl_s=ttl_s, strict=True
+    )
+    if wait_s > 0:
+        command = await commands.wait_until_finished(runtime, device, command, timeout_s=wait_s)
+    return command
+
+
+async def command_of(runtime: Runtime, user_id: int, serial_number: str, command_id: str) -> Row:
+    """One command of the caller's controller, made under the current ownership."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    if not COMMAND_ID.fullmatch(command_id):
+        raise NotFound(f"No command {command_id[:64]} of this controller is yours.")
+    return await commands.get_command(runtime, device, command_id)
+
+
+async def commands_page(
+    runtime: Runtime,
+    user_id: int,
+    serial_number: str,
+    *,
+    page: str | None,
+    page_size: str | None,
+) -> tuple[Page, PageRequest]:
+    """One page of the current ownership's commands, newest first, and its page request."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    paging = page_request(runtime.settings, page, page_size)
+    return await commands.list_commands(runtime, device, paging), paging
+
+
+# --- readings ------------------------------------------------------------------------------
+
+
+def moment(text: str | None, field: str) -> datetime | None:
+    """A ``since``/``until`` bound: UTC ``YYYY-MM-DD HH:MM:SS`` (absent: None)."""
+    if text is None:
+        return None
+    if _TIMESTAMP.fullmatch(text):
+        try:
+            return datetime.strptime(text, TIMESTAMP_FORMAT)
+        except ValueError:  # a month 13, a 30 February
+            pass
+    raise InvalidField(field, "must be a UTC time as YYYY-MM-DD HH:MM:SS")
+
+
+def _bounds(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    errors: list[FieldError] = []
+    bounds = []
+    for text, field in ((since, "since"), (until, "until")):
+        try:
+            bounds.append(moment(text, field))
+        except InvalidField as error:
+            errors += error.errors or []
+    if errors:
+        raise InvalidFields(errors)
+    return bounds[0], bounds[1]
+
+
+async def readings_page(
+    runtime: Runtime,
+    user_id: int,
+    serial_number: str,
+    *,
+    since: str | None,
+    until: str | None,
+    page: str | None,
+    page_size: str | None,
+) -> tuple[Page, PageRequest]:
+    """One page of the current ownership's readings, newest first; ``since`` inclusive,
+    ``until`` exclusive."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    start, end = _bounds(since, until)
+    paging = page_request(runtime.settings, page, page_size)
+    result = await readings.list_readings(runtime, device, paging, since=start, until=end)
+    return result, paging
+
+
+# --- command_log of a controller body -----------------------------------------------------
+
+
+async def command_log(
+    runtime: Runtime, *, controller_type: str, controller_id: int, assignment_id: int | None
+) -> dict[str, Any] | None:
+    """A melissa's settings: those of the last ``send_ir_code`` accepted for the current
+    owner (whatever became of it), else ``NO_SETTINGS_YET``; None for other types."""
+    if controller_type != MELISSA:
+        return None
+    last = None
+    if assignment_id is not None:
+        async with runtime.database.read() as connection:
+            last = await repository.last_command_named(
+                connection, controller_id, assignment_id, SEND_IR_CODE
+            )
+    if last is None:
+        return dict(NO_SETTINGS_YET)
+    params = _decode(last.params)
+    return {name: params.get(name, default) for name, default in NO_SETTINGS_YET.items()}

@@ -1,0 +1,38 @@
+"""The device link's topics (contract §9) and the rule on them: a device uses its own only.
+
+A device publishes readings to ``devices/<sn>/state`` and results to
+``devices/<sn>/commands/result``, and subscribes to ``devices/<sn>/commands``, where the
+service publishes its commands. Any other topic, wildcard filters included, is refused.
+"""
+
+from __future__ import annotations
+
+STATE = "state"
+RESULT = "result"
+# what a device's publication is, by the last part of its topic
+_PUBLICATIONS = {"state": STATE, "commands/result": RESULT}
+
+
+def commands_topic(serial_number: str) -> str:
+    return f"devices/{serial_number}/commands"
+
+
+def state_topic(serial_number: str) -> str:
+    return f"devices/{serial_number}/state"
+
+
+def result_topic(serial_number: str) -> str:
+    return f"devices/{serial_number}/commands/result"
+
+
+def publication_kind(serial_number: str, topic: str) -> str | None:
+    """``STATE`` or ``RESULT`` for the device's own publication topics; None: refused."""
+    prefix = f"devices/{serial_number}/"
+    if not topic.startswith(prefix):
+        return None
+    return _PUBLICATIONS.get(topic[len(prefix) :])
+
+
+def may_subscribe(serial_number: str, topic_filter: str) -> bool:
+    """Only the device's own commands topic, spelled out (no wildcards)."""
+    return topic_filter == commands_topic(serial_number)
