@@ -30,11 +30,8 @@ async def device_row(runtime: Runtime, serial_number: str) -> Row:
 async def report(runtime: Runtime, serial_number: str, payload: dict[str, Any]) -> None:
     """The device publishes a reading on ``devices/<sn>/state``."""
     device = await device_row(runtime, serial_number)
-    await readings.record_reading(
-        runtime,
-        controller_id=device.id,
-        assignment_id=device.assignment_id,
-        payload=msgspec.json.encode(payload),
+    await readings.record_arrived_reading(
+        runtime, controller_id=device.id, payload=msgspec.json.encode(payload)
     )
 
 

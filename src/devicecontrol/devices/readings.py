@@ -39,22 +39,6 @@ def parse_object(payload: bytes) -> dict[str, Any]:
     return value
 
 
-async def record_reading(
-    runtime: Runtime, *, controller_id: int, assignment_id: int | None, payload: bytes
-) -> None:
-    """Store an accepted ``state`` message (checked by ``parse_object``) as it was sent."""
-    now = utcnow()
-    async with runtime.database.write() as connection:
-        await repository.insert_reading(
-            connection,
-            controller_id=controller_id,
-            assignment_id=assignment_id,
-            payload=payload.decode("utf-8"),
-            now=now,
-        )
-        await repository.touch_last_seen(connection, controller_id, now)
-
-
 async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payload: bytes) -> None:
     """Store an accepted ``state`` message under the ownership in force as it is stored.
 
