@@ -22,8 +22,7 @@ from devicecontrol import housekeeping_repository as repository
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
-from devicecontrol.devices import lifecycle
-from devicecontrol.devices import repository as devices_repository
+from devicecontrol.devices import lifecycle, readings_repository
 
 PURGE_BATCH_ROWS = 5000
 logger = logging.getLogger("devicecontrol.housekeeping")
@@ -99,7 +98,7 @@ async def purge(database: Database, settings: Settings, now: datetime | None = N
     )
     readings = await _delete_in_batches(
         database,
-        lambda c, limit: devices_repository.delete_readings_before(c, old_readings, limit),
+        lambda c, limit: readings_repository.delete_readings_before(c, old_readings, limit),
     )
     # not a delete, but the same loop: each batch stores ``expired`` for up to ``limit``
     expired = await _delete_in_batches(

@@ -14,6 +14,7 @@ from devicecontrol import housekeeping
 from devicecontrol.auth import tokens
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.devices import readings_repository
 from devicecontrol.devices import repository as devices_repository
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import (
@@ -117,7 +118,7 @@ async def seed_readings(runtime: Runtime, controller_id: int, *arrived: datetime
     controller's latest."""
     async with runtime.database.write() as connection:
         for n, moment in enumerate(arrived):
-            await devices_repository.insert_reading(
+            await readings_repository.insert_reading(
                 connection,
                 controller_id=controller_id,
                 assignment_id=None,

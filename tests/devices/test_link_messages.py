@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from devicecontrol.devices import commands, repository
+from devicecontrol.devices import commands, readings_repository
 from tests.devices.link_support import (
     controller,
     device,
@@ -48,7 +48,7 @@ async def test_a_state_message_is_stored_as_the_latest_reading_and_sets_last_see
         ]
         row = await controller(runtime, SERIAL)
         async with runtime.database.read() as connection:
-            latest = await repository.latest_reading(connection, row.id)
+            latest = await readings_repository.latest_reading(connection, row.id)
         assert msgspec.json.decode(latest.payload) == {"relay_state": "off", "power": [0.0]}
         assert row.last_seen is not None and row.last_seen >= latest.created_at
         assert metric("devicecontrol_device_messages_total", kind="state") == before + 2

@@ -13,7 +13,7 @@ import msgspec
 from sqlalchemy import Row
 
 from devicecontrol.clock import utcnow
-from devicecontrol.devices import repository
+from devicecontrol.devices import readings_repository, repository
 from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
@@ -48,7 +48,7 @@ async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payloa
     now = utcnow()
     async with runtime.database.write() as connection:
         assignment_id = await repository.active_assignment_id(connection, controller_id)
-        await repository.insert_reading(
+        await readings_repository.insert_reading(
             connection,
             controller_id=controller_id,
             assignment_id=assignment_id,
@@ -84,7 +84,7 @@ def joined_controller_log(
 async def provider_fetch(runtime: Runtime, device: OwnedDevice) -> dict[str, Any]:
     """``/provider/fetch``: the latest reading's fields with the link's ``online`` (it wins)."""
     async with runtime.database.read() as connection:
-        latest = await repository.latest_reading(connection, device.controller_id)
+        latest = await readings_repository.latest_reading(connection, device.controller_id)
     fields: dict[str, Any] = {}
     if latest is not None and latest.assignment_id == device.assignment_id:
         fields = _decode(latest.payload)
@@ -100,12 +100,12 @@ async def list_readings(
     until: datetime | None,
 ) -> Page:
     async with runtime.database.read() as connection:
-        total = await repository.count_readings(
+        total = await readings_repository.count_readings(
             connection, device.controller_id, device.assignment_id, since=since, until=until
         )
         rows = []
         if paging.offset < total:  # past the end (or past what OFFSET holds): no query
-            rows = await repository.list_readings(
+            rows = await readings_repository.list_readings(
                 connection,
                 device.controller_id,
                 device.assignment_id,
