@@ -20,7 +20,7 @@ MELISSA_SETTINGS = {"state": 1, "mode": 3, "temp": 22, "fan": 2}
 
 
 async def device_row(runtime: Runtime, serial_number: str) -> Row:
-    """The controller's id and current ``assignment_id``, as the link finds them."""
+    """The controller's id, type and secret digest, as the link finds them."""
     async with runtime.database.read() as connection:
         row = await repository.find_device(connection, serial_number)
     assert row is not None, serial_number

@@ -196,7 +196,7 @@ async def record_result(
     runtime: Runtime, controller_id: int, result: Mapping[str, Any]
 ) -> ResultOutcome:
     """A device reports how a command of its own ended; late, unknown or repeated ones are
-    dropped (terminal states never change)."""
+    dropped (terminal states never change). A well-formed report counts as ``last_seen``."""
     public_id, status = result.get("id"), result.get("status")
     if not isinstance(public_id, str) or status not in (lifecycle.SUCCEEDED, lifecycle.FAILED):
         return ResultOutcome(None, "malformed")
@@ -207,6 +207,7 @@ async def record_result(
         return ResultOutcome(None, "malformed")
     now = utcnow()
     async with runtime.database.write() as connection:
+        await repository.touch_last_seen(connection, controller_id, now)  # heard from it
         command = await repository.find_command(connection, controller_id, public_id)
         if command is None:
             return ResultOutcome(None, "unknown_command")

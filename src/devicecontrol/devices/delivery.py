@@ -94,8 +94,6 @@ async def take_result(
         drop(str(rejected))
         return
     outcome = await commands.record_result(runtime, identity.controller_id, result)
-    async with runtime.database.write() as connection:
-        await repository.touch_last_seen(connection, identity.controller_id, utcnow())
     if outcome.dropped is not None:
         drop(outcome.dropped)
     elif outcome.command is not None:

@@ -39,7 +39,6 @@ async def find_device(connection: Reader, serial_number: str) -> Row | None:
         controllers.c.serial_number,
         controllers.c.type,
         controllers.c.device_secret_digest,
-        _ACTIVE_ASSIGNMENT.label("assignment_id"),
     ).where(controllers.c.serial_number == serial_number)
     return (await connection.execute(query)).first()
 

@@ -19,6 +19,7 @@ from typing import Any
 import aiomqtt
 import msgspec
 
+from devicecontrol.devices import topics
 from devicecontrol.devices.catalogue import CATALOGUE
 
 # after a refused or dropped connection: doubling up to the maximum, so that a device with a
@@ -115,7 +116,7 @@ async def run_device(
                 keepalive=KEEPALIVE_S,
                 timeout=CLIENT_TIMEOUT_S,
             ) as client:
-                await client.subscribe(f"devices/{sn}/commands", qos=1)
+                await client.subscribe(topics.commands_topic(sn), qos=1)
                 delay = RECONNECT_DELAY_S
                 if on_connected is not None:
                     on_connected(sn)
@@ -139,7 +140,7 @@ async def _report(
     rng: random.Random,
     interval_s: float,
 ) -> None:
-    topic = f"devices/{credentials.serial_number}/state"
+    topic = topics.state_topic(credentials.serial_number)
     while True:
         reading = reading_of(credentials.type, state, rng)
         await client.publish(topic, msgspec.json.encode(reading), qos=1)
@@ -147,7 +148,7 @@ async def _report(
 
 
 async def _obey(client: aiomqtt.Client, credentials: DeviceCredentials, state: DeviceState) -> None:
-    topic = f"devices/{credentials.serial_number}/commands/result"
+    topic = topics.result_topic(credentials.serial_number)
     async for message in client.messages:
         try:
             command = msgspec.json.decode(message.payload)
