@@ -17,6 +17,7 @@ from devicecontrol.devices.simulator import (
     carry_out,
     reading_of,
     run_device,
+    stop_devices,
 )
 from tests.mosquitto import private_mosquitto
 
@@ -99,3 +100,19 @@ def test_a_plug_switched_off_reports_no_power_and_an_unknown_command_fails():
     }  # fmt: skip
     failed = carry_out("smart_plug", {"id": "2", "name": "send_ir_code", "params": {}}, state)
     assert failed == {"id": "2", "status": "failed", "error": "unknown command send_ir_code"}
+
+
+async def test_stop_devices_ends_a_device_that_swallowed_one_cancellation():
+    swallowed = asyncio.Event()
+
+    async def stubborn_device() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.set()  # as a library's timeout can do on Python 3.11
+        await asyncio.sleep(3600)
+
+    task = asyncio.create_task(stubborn_device())
+    await asyncio.sleep(0)
+    await stop_devices([task])
+    assert swallowed.is_set() and task.cancelled()

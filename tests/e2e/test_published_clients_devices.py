@@ -8,7 +8,6 @@ what the devices reported, ``send()`` reaches them and they carry it out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import threading
 import time
@@ -28,7 +27,12 @@ import melissa.core
 import melissa.wrapper
 import pytest
 
-from devicecontrol.devices.simulator import DeviceCredentials, DeviceState, run_device
+from devicecontrol.devices.simulator import (
+    DeviceCredentials,
+    DeviceState,
+    run_device,
+    stop_devices,
+)
 from tests.conftest import BACKENDS, DatabaseFactory
 from tests.processes import free_port, run_cli, running_server
 
@@ -73,14 +77,7 @@ class DeviceFleet:
         asyncio.run_coroutine_threadsafe(launch(), self._loop).result(10)
 
     def stop(self) -> None:
-        async def cancel() -> None:
-            for task in self._tasks:
-                task.cancel()
-            for task in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-        asyncio.run_coroutine_threadsafe(cancel(), self._loop).result(30)
+        asyncio.run_coroutine_threadsafe(stop_devices(self._tasks), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()

@@ -160,6 +160,23 @@ async def _obey(client: aiomqtt.Client, credentials: DeviceCredentials, state: D
         await client.publish(topic, msgspec.json.encode(result), qos=1)
 
 
+async def stop_devices(tasks: list[asyncio.Task[None]], *, attempts: int = 3) -> None:
+    """Cancel running devices and wait for them, cancelling again any still running.
+
+    On Python 3.11 a cancellation that meets an MQTT operation's own timeout inside the
+    client library can be swallowed (``asyncio.timeout``); a second one ends the device.
+    """
+    pending = {task for task in tasks if not task.done()}
+    for _ in range(attempts):
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CLIENT_TIMEOUT_S + 1)
+    if pending:
+        raise RuntimeError(f"{len(pending)} simulated devices did not stop")
+
+
 async def simulate(
     devices: list[DeviceCredentials], host: str, port: int, *, interval_s: float
 ) -> None:
