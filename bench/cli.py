@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from bench import argon2cost, profiler, report, wrk
+from bench import argon2cost, comparisons, profiler, report, wrk
 from bench.databases import BACKENDS, DEFAULT_POSTGRESQL_URL
 from bench.run import Bench, Options
 from bench.scenarios import SCENARIO_NAMES
@@ -148,6 +148,13 @@ def _load() -> str:
     "(pip install py-spy): <scenario>.svg flame graph and .txt collapsed stacks.",
 )
 @click.option(
+    "--comparisons/--no-comparisons",
+    default=True,
+    show_default=True,
+    help="Also measure the comparison servers (bench/plain_app.py, bench/fastapi_app.py) in "
+    "the scenarios they answer, after checking their bytes against the service's.",
+)
+@click.option(
     "--postgresql-url",
     default=DEFAULT_POSTGRESQL_URL,
     show_default=True,
@@ -161,7 +168,8 @@ def _load() -> str:
     help="Where results, wrk scripts and server logs go (one directory per run).",
 )
 def main(output: Path, **values: Any) -> None:
-    """Benchmark devicecontrol against the HTTP ceiling with wrk and print one table."""
+    """Benchmark devicecontrol against the HTTP ceiling (and the comparison servers) with
+    wrk and print one table."""
     try:
         wrk.wrk_path()
         if values["profile"]:
@@ -193,6 +201,7 @@ def main(output: Path, **values: Any) -> None:
         "token cache": "service default (500 ms)"
         if options.token_cache_ms is None
         else f"{options.token_cache_ms} ms",
+        "comparison servers": comparisons.describe() if options.comparisons else "off",
         "wrk": f"{options.connections} connections, {options.threads} thread(s), "
         f"{options.rounds} x {options.duration_s} s per server after {options.warmup_s} s warm-up",
     }

@@ -22,7 +22,15 @@ from devicecontrol.clock import utcnow
 from devicecontrol.db import Database
 from devicecontrol.geo import find_place
 from devicecontrol.migrate import upgrade_database
-from devicecontrol.tables import access_tokens, clients, controllers, refresh_tokens
+from devicecontrol.tables import (
+    access_tokens,
+    clients,
+    controller_assignments,
+    controllers,
+    latest_readings,
+    readings,
+    refresh_tokens,
+)
 from devicecontrol.tables import users as users_table
 from devicecontrol.users.repository import find_or_create_country
 
@@ -33,7 +41,19 @@ PASSWORD = "bench-password"  # noqa: S105 (benchmark data only)
 TOKEN_TTL = timedelta(days=1)
 COUNTRY = ("BG", "Sofia")
 # tables given explicit ids: PostgreSQL's sequences must then skip past them
-_ID_TABLES = ("countries", "clients", "users", "controllers", "refresh_tokens", "access_tokens")
+_ID_TABLES = (
+    "countries", "clients", "users", "controllers", "controller_assignments", "readings",
+    "refresh_tokens", "access_tokens",
+)  # fmt: skip
+# what an owned controller last reported, as a device of its type would
+READINGS = {
+    "melissa": '{"temp":21.5,"humidity":40.2,"raw_temperature":21500,"raw_humidity":40200}',
+    "smart_plug": '{"relay_state":"on","power":[12.5]}',
+}
+
+
+def controller_type(index: int) -> str:
+    return "melissa" if index % 2 else "smart_plug"
 
 
 @dataclass(slots=True)
@@ -119,7 +139,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
                 "id": index + 1,
                 "serial_number": serial_number(index),
                 "mac": f"{index:012X}",
-                "type": "melissa" if index % 2 else "smart_plug",
+                "type": controller_type(index),
                 "name": f"Controller {index}",
                 "firmware_version": "1.2.3",
                 "brand_id": 1,
@@ -133,6 +153,7 @@ async def _fill(database: Database, result: Provisioned) -> None:
             for index in range(fleet.controllers)
         ),
     )
+    await _fill_ownership(database, fleet, now)
     holders = range(1, fleet.token_holders + 1)
     result.refresh_tokens = {user_id: tokens.new_token() for user_id in holders}
     result.access_tokens = {
@@ -170,6 +191,54 @@ async def _fill(database: Database, result: Provisioned) -> None:
                 "revoked_at": None,
             }
             for number, (user_id, token) in enumerate(issued, start=1)
+        ),
+    )
+
+
+async def _fill_ownership(database: Database, fleet: Fleet, now: Any) -> None:
+    """Each owned controller's active assignment record and its latest reading (record and
+    reading ids are the controller's), as claiming it and a device reporting would leave."""
+    owned = [index for index in range(fleet.controllers) if fleet.owner(index) is not None]
+    await _insert_all(
+        database,
+        controller_assignments,
+        (
+            {
+                "id": index + 1,
+                "controller_id": index + 1,
+                "user_id": fleet.owner(index),
+                "serial_number": serial_number(index),
+                "mac": f"{index:012X}",
+                "firmware_version": "1.2.3",
+                "name": f"Controller {index}",
+                "type": controller_type(index),
+                "device_group": "",
+                "status_push": 0,
+                "room_id": None,
+                "created_at": now,
+                "assigned_at": now,
+                "deleted_at": None,
+            }
+            for index in owned
+        ),
+    )
+    reading_rows = [
+        {
+            "id": index + 1,
+            "controller_id": index + 1,
+            "assignment_id": index + 1,
+            "payload": READINGS[controller_type(index)],
+            "created_at": now,
+        }
+        for index in owned
+    ]
+    await _insert_all(database, readings, iter(reading_rows))
+    await _insert_all(
+        database,
+        latest_readings,
+        (
+            {"reading_id": row["id"], **{k: v for k, v in row.items() if k != "id"}}
+            for row in reading_rows
         ),
     )
 

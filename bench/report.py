@@ -7,8 +7,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+SERVICE = "devicecontrol"  # the server column of the service's own rows
+
 COLUMNS = (
     ("scenario", "scenario"),
+    ("server", "server"),
     ("backend", "backend"),
     ("workers", "workers"),
     ("fleet", "fleet"),
@@ -24,20 +27,26 @@ COLUMNS = (
 
 @dataclass(slots=True)
 class Row:
+    """One server in one scenario and configuration; a comparison that did not run has no
+    numbers (None), and its note says why."""
+
     scenario: str
     backend: str
     workers: int
     fleet: int
-    rate: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
+    rate: float | None
+    p50_ms: float | None
+    p99_ms: float | None
+    errors: int | None
     ceiling_rate: float | None
     note: str = ""
+    server: str = SERVICE
 
     @property
     def ratio(self) -> float | None:
-        return self.rate / self.ceiling_rate if self.ceiling_rate else None
+        if self.rate is None or not self.ceiling_rate:
+            return None
+        return self.rate / self.ceiling_rate
 
 
 def _cell(row: Row, attribute: str) -> str:

@@ -10,12 +10,15 @@ import random
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+import msgspec
+
 from bench.fleet import HEAVY_USERS, serial_number, username
 from bench.provision import CLIENT_ID, CLIENT_SECRET, PASSWORD, Provisioned
 
 REQUESTS_PER_SCENARIO = 1000
 SEED = 4
 FORM = "application/x-www-form-urlencoded"
+JSON_TYPE = {"Content-Type": "application/json"}
 # logins run argon2 (at most two at once per process); a few connections saturate them, and
 # more would only queue. The per-address throttle counts in-flight attempts (20 per minute)
 # and the per-username one 5, so keep the in-flight logins well below both.
@@ -61,6 +64,20 @@ def reads(fixture: Provisioned, rng: random.Random) -> list[Request]:
             _bearer(rng.choice(fixture.access_tokens[u])),
         )
         for u, index in picks
+    ]
+
+
+def fetches(fixture: Provisioned, rng: random.Random) -> list[Request]:
+    """``POST /provider/fetch`` of a controller the caller owns, as the original clients
+    poll a device's state (JSON body)."""
+    return [
+        Request(
+            "POST",
+            "/v1/provider/fetch",
+            _bearer(read.headers["Authorization"].removeprefix("Bearer "), **JSON_TYPE),
+            msgspec.json.encode({"serial_number": read.path.rsplit("/", 1)[1]}).decode(),
+        )
+        for read in reads(fixture, rng)
     ]
 
 
@@ -134,6 +151,7 @@ def build(fixture: Provisioned) -> dict[str, Scenario]:
             "list100", "GET /v1/controllers?page_size=100", list_pages(fixture, rng, 100)
         ),
         "me": Scenario("me", "GET /v1/users/me, Accept-Response: Advanced", profiles(fixture, rng)),
+        "fetch": Scenario("fetch", "POST /v1/provider/fetch (JSON)", fetches(fixture, rng)),
         "renew": Scenario("renew", "POST /v1/auth/renew (form)", renewals(fixture, rng)),
         "login": Scenario(
             "login", "POST /v1/auth/login (form)", logins(fixture, rng), LOGIN_CONNECTIONS
@@ -143,4 +161,4 @@ def build(fixture: Provisioned) -> dict[str, Scenario]:
     }
 
 
-SCENARIO_NAMES = ("read", "list25", "list100", "me", "renew", "login", STORM)
+SCENARIO_NAMES = ("read", "list25", "list100", "me", "fetch", "renew", "login", STORM)

@@ -1,8 +1,9 @@
-"""The two servers under test, as subprocesses on free loopback ports.
+"""The servers under test, as subprocesses on free loopback ports.
 
 The service runs as ``devicecontrol serve`` exactly as an operator would start it; the
-ceiling runs on the same uvicorn with the options ``serve`` passes (no proxy headers, no
-server header, the same log level and worker count), so the servers differ only in the app.
+ceiling and the comparison apps (comparisons.py) run on the same uvicorn with the options
+``serve`` passes (no proxy headers, no server header, the same log level and worker count),
+so the servers differ only in the app.
 """
 
 from __future__ import annotations
@@ -42,13 +43,18 @@ def service_command(port: int, workers: int, database_url: str) -> list[str]:
     ]  # fmt: skip
 
 
-def ceiling_command(port: int, workers: int) -> list[str]:
+def bench_app_command(module: str, port: int, workers: int) -> list[str]:
+    """uvicorn serving ``bench/<module>.py``'s ``create_app`` with the options ``serve`` uses."""
     return [
-        sys.executable, "-m", "uvicorn", "ceiling:create_app", "--factory",
+        sys.executable, "-m", "uvicorn", f"{module}:create_app", "--factory",
         "--app-dir", str(BENCH_DIR), "--host", "127.0.0.1", "--port", str(port),
         "--workers", str(workers), "--log-level", LOG_LEVEL,
         "--no-proxy-headers", "--no-server-header",
     ]  # fmt: skip
+
+
+def ceiling_command(port: int, workers: int) -> list[str]:
+    return bench_app_command("ceiling", port, workers)
 
 
 def _wait_until_answering(process: subprocess.Popen[bytes], port: int) -> None:
@@ -104,3 +110,7 @@ def service_env(token_cache_ms: int | None = None) -> dict[str, str]:
 
 def ceiling_env(response_file: Path) -> dict[str, str]:
     return {**os.environ, RESPONSE_FILE_VARIABLE: str(response_file)}
+
+
+def comparison_env(variable: str, database: str) -> dict[str, str]:
+    return {**os.environ, variable: database}
