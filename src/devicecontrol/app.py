@@ -26,6 +26,7 @@ from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.devices.asyncapi import asyncapi_json
 from devicecontrol.devices.routes import DevicesController, ProviderController
 from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
+from devicecontrol.hot_reads import HotReads
 from devicecontrol.housekeeping import purge_periodically
 from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
 from devicecontrol.observability.metrics import pool_sampling
@@ -36,6 +37,7 @@ from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024
 GZIP_MINIMUM_BYTES = 1024
+COMPRESSION = CompressionConfig(backend="gzip", minimum_size=GZIP_MINIMUM_BYTES)
 API_CONTROLLERS = [
     AuthController,
     UsersController,
@@ -133,8 +135,11 @@ async def reject_encoded_slash(request: Request) -> None:
         raise NotFound("No such resource.")
 
 
-def create_app(settings: Settings | None = None) -> Litestar:
-    """The service on one database; the engine is disposed of at shutdown."""
+def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> Litestar:
+    """The service on one database; the engine is disposed of at shutdown.
+
+    ``hot_reads=False`` leaves every request to Litestar: tests compare the two lanes.
+    """
     runtime = Runtime.from_settings(settings or load_settings())
     logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
 
@@ -169,7 +174,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[DefineMiddleware(BearerTokenMiddleware)],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=reject_encoded_slash,
-        compression_config=CompressionConfig(backend="gzip", minimum_size=GZIP_MINIMUM_BYTES),
+        compression_config=COMPRESSION,
         request_max_body_size=MAX_BODY_BYTES,
         openapi_config=openapi_config(),
         lifespan=[scheduled_purge, sampled_pools],
@@ -179,8 +184,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         debug=False,
     )
     app.state.runtime = runtime
+    handler = app.asgi_handler
+    if hot_reads:  # the polled reads, without the framework's per-request work
+        handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)
     # outside routing and error handling, so that every answer, 404s included, is observed
-    app.asgi_handler = RequestObserver(app.asgi_handler, runtime.settings.trusted_proxies)
+    app.asgi_handler = RequestObserver(handler, runtime.settings.trusted_proxies)
     return app
 
 

@@ -22,19 +22,23 @@ as ``DatabaseUnreachable``, so that no other ``OSError`` passes for an outage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import asyncpg
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, ExceptionContext, Result, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import Pool, QueuePool
+from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 from sqlalchemy.sql.base import Executable
 
 from devicecontrol.config import SettingsError
+from devicecontrol.hot_pool import HotPool
+from devicecontrol.prepared import Prepared, PreparedResult
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 # a WAL reader waits only in rare moments (recovery after a crash, a TRUNCATE checkpoint);
@@ -52,12 +56,13 @@ POSTGRES_COMMAND_TIMEOUT_S = 5
 # waiting longer than this for one of the pool's connections means the database is stuck
 # or overloaded: shed the request with a 503 rather than queue it without bound
 POSTGRES_POOL_TIMEOUT_S = 1
-# per process: reads and writes have a pool each (reads run in autocommit, see Database).
+# per process: reads and writes have a pool each (reads run in autocommit, see Database),
+# and the hot statements a third (hot_pool.HOT_POOL_SIZE, 8): the polled reads run there.
 # No overflow: under load, overflow connections were opened and closed again for every
 # burst (TCP, TLS, authentication, each time); a request waits for a pooled connection
-# instead, for at most POSTGRES_POOL_TIMEOUT_S. 15 per process leaves room for several
+# instead, for at most POSTGRES_POOL_TIMEOUT_S. 18 per process leaves room for several
 # processes under PostgreSQL's default max_connections of 100.
-POSTGRES_READ_POOL = (10, 0)  # (pool_size, max_overflow)
+POSTGRES_READ_POOL = (5, 0)  # (pool_size, max_overflow)
 POSTGRES_WRITE_POOL = (5, 0)
 # SQLite writers take turns (Database.write), so a few aiosqlite connections suffice
 SQLITE_WRITE_POOL = (2, 4)
@@ -88,7 +93,7 @@ class DatabaseUnreachable(OperationalError):
     ``OSError`` raised by anything else (a file, a bug), which is no outage.
     """
 
-    def __init__(self, orig: OSError) -> None:
+    def __init__(self, orig: Exception) -> None:
         super().__init__(None, None, orig)
 
 
@@ -96,7 +101,7 @@ class DatabaseTimedOut(DatabaseUnreachable, TimeoutError):
     """A connect or statement timeout: still a ``TimeoutError`` to whoever waits it out."""
 
 
-def _unreachable(exc: OSError) -> DatabaseUnreachable:
+def _unreachable(exc: Exception) -> DatabaseUnreachable:
     return DatabaseTimedOut(exc) if isinstance(exc, TimeoutError) else DatabaseUnreachable(exc)
 
 
@@ -128,15 +133,70 @@ class Reader(Protocol):
 
 
 class InlineReader:
-    """A synchronous SQLite connection behind the ``Reader`` face, for ``Database.read()``."""
+    """SQLite reads on the loop's thread, behind the ``Reader`` face (``Database.read()``).
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+    Hot statements (``prepared.Prepared``) run on the process's own ``sqlite3`` connection,
+    with no pool checkout: each statement is fetched whole before the next can start, and
+    without a transaction each sees what was committed when it began. Any other statement
+    runs on a pooled SQLAlchemy connection, checked out on first use.
+    """
+
+    def __init__(self, engine: Engine, hot: Callable[[], sqlite3.Connection]) -> None:
+        self._engine = engine
+        self._hot = hot
+        self._connection: Connection | None = None
 
     async def execute(
         self, statement: Executable, parameters: Mapping[str, Any] | None = None
     ) -> Result[Any]:
+        if self._connection is None:
+            self._connection = self._engine.connect()
         return self._connection.execute(statement, parameters)
+
+    async def run_prepared(
+        self, statement: Prepared, parameters: Mapping[str, Any]
+    ) -> PreparedResult:
+        try:
+            return statement.run_sqlite(self._engine.dialect, self._hot(), parameters)
+        except sqlite3.Error as exc:  # as SQLAlchemy wraps it: errors.py reads its code
+            raise DBAPIError.instance(
+                None, None, exc, sqlite3.Error, hide_parameters=True, dialect=self._engine.dialect
+            ) from exc
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+
+
+class PostgresReader:
+    """PostgreSQL reads: hot statements on the hot pool (``hot_pool.py``), any other on a
+    pooled autocommit connection of the read engine, checked out on first use."""
+
+    def __init__(self, engine: AsyncEngine, hot: HotPool) -> None:
+        self._engine = engine
+        self._hot = hot
+        self._connection: AsyncConnection | None = None
+
+    async def execute(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> Result[Any]:
+        if self._connection is None:
+            self._connection = await self._engine.connect()
+        return await self._connection.execute(statement, parameters)
+
+    async def run_prepared(
+        self, statement: Prepared, parameters: Mapping[str, Any]
+    ) -> PreparedResult:
+        try:
+            return await self._hot.run(statement, parameters)
+        except (OSError, asyncpg.InterfaceError) as exc:  # refused, reset, timed out, closed
+            raise _unreachable(exc) from exc
+        except asyncpg.PostgresError as exc:  # its SQLSTATE says whether it is an outage
+            raise DBAPIError(None, None, exc, hide_parameters=True) from exc
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
 
 
 def _set_sqlite_pragmas(engine: Engine, *pragmas: str) -> None:
@@ -203,13 +263,13 @@ def create_engine(
     return engine
 
 
-def create_inline_reader_engine(url: URL) -> Engine:
+def create_inline_reader_engine(url: URL, pool_size: int = SQLITE_READ_POOL_SIZE) -> Engine:
     """The plain ``sqlite3`` engine whose connections ``read()`` uses on the loop's thread."""
     engine = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
-        pool_size=SQLITE_READ_POOL_SIZE,
+        pool_size=pool_size,
         hide_parameters=True,
-        max_overflow=SQLITE_READ_POOL_SIZE,
+        max_overflow=pool_size,
         # used on the event loop's thread only, but created by whichever thread asks first
         # (a test client's portal); the pool hands a connection to one user at a time
         connect_args={"check_same_thread": False},
@@ -241,25 +301,44 @@ class Database:
         self._write_turn: asyncio.Lock | None = None
         # SQLite reads on the loop's thread through plain sqlite3; PostgreSQL in autocommit
         self._reads: Engine | AsyncEngine
+        self._hot: sqlite3.Connection | None = None
+        self._hot_checkout: PoolProxiedConnection | None = None
+        self._hot_pool: HotPool | None = None
+        self._hot_engine: Engine | None = None
         if self.is_sqlite:
             self._reads = create_inline_reader_engine(self.engine.url)
+            self._hot_engine = create_inline_reader_engine(self.engine.url, pool_size=1)
             self._write_turn = asyncio.Lock()
             self._writer = self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
         else:
             self._reads = create_engine(
                 database_url, command_timeout_s=command_timeout_s, autocommit=True
             )
+            self._hot_pool = HotPool(
+                database_url,
+                self.engine.dialect,
+                connect_timeout_s=POSTGRES_CONNECT_TIMEOUT_S,
+                command_timeout_s=command_timeout_s,
+                acquire_timeout_s=POSTGRES_POOL_TIMEOUT_S,
+            )
             self._writer = self.engine
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Reader]:
         """A connection for reading; nothing it runs is in a transaction."""
-        if isinstance(self._reads, AsyncEngine):
-            async with self._reads.connect() as connection:
-                yield connection
+        if self._hot_pool is not None:
+            assert isinstance(self._reads, AsyncEngine)
+            postgres = PostgresReader(self._reads, self._hot_pool)
+            try:
+                yield postgres
+            finally:
+                await postgres.close()
             return
-        with self._reads.connect() as connection:
-            yield InlineReader(connection)
+        reader = InlineReader(self._reads, self._hot_sqlite)
+        try:
+            yield reader
+        finally:
+            reader.close()
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -271,13 +350,32 @@ class Database:
         async with self._write_turn, self._writer.begin() as connection:
             yield connection
 
+    def _hot_sqlite(self) -> sqlite3.Connection:
+        """The hot statements' own connection (the read pool's pragmas), opened once."""
+        if self._hot is None:
+            assert self._hot_engine is not None
+            self._hot_checkout = self._hot_engine.raw_connection()
+            self._hot = self._hot_checkout.driver_connection
+        return self._hot
+
     def pool_usage(self) -> dict[str, tuple[int, int]]:
-        """(checked out, pool size) of the read and the write pool, for /metrics."""
-        return {"read": _usage(self._reads.pool), "write": _usage(self.engine.pool)}
+        """(checked out, pool size) of the read and the write pool, for /metrics; on
+        PostgreSQL the hot statements' pool too."""
+        usage = {"read": _usage(self._reads.pool), "write": _usage(self.engine.pool)}
+        if self._hot_pool is not None:
+            usage["hot"] = self._hot_pool.usage()
+        return usage
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self._hot_pool is not None:
+            await self._hot_pool.close()
         if isinstance(self._reads, AsyncEngine):
             await self._reads.dispose()
         else:
+            if self._hot_checkout is not None:
+                self._hot_checkout.close()  # back to its pool, which the dispose closes
+                self._hot_checkout = self._hot = None
+            if self._hot_engine is not None:
+                self._hot_engine.dispose()
             self._reads.dispose()

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
+from devicecontrol.prepared import Prepared
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controller_assignments, controllers
 
@@ -115,8 +116,19 @@ def counted_statements(database: Database) -> Iterator[list[str]]:
     sync_engines = [e.sync_engine if isinstance(e, AsyncEngine) else e for e in engines]
     for engine in sync_engines:
         event.listen(engine, "before_cursor_execute", count)
+    # hot statements run on the driver's connection, past SQLAlchemy's events: each run
+    # looks up its compiled form once, which is where they are counted
+    compiled_form = Prepared.form
+
+    def counted_form(statement: Prepared, dialect: Any) -> Any:
+        form = compiled_form(statement, dialect)
+        statements.append(form.sql)
+        return form
+
+    Prepared.form = counted_form  # type: ignore[method-assign]
     try:
         yield statements
     finally:
+        Prepared.form = compiled_form  # type: ignore[method-assign]
         for engine in sync_engines:
             event.remove(engine, "before_cursor_execute", count)

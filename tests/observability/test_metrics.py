@@ -8,10 +8,12 @@ from dataclasses import replace
 
 import httpx
 from litestar.testing import AsyncTestClient
+from sqlalchemy import select
 
 from devicecontrol import db
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.hot_pool import HOT_POOL_SIZE
 from devicecontrol.runtime import Runtime
 from tests.factories import (
     CLIENT_ID,
@@ -137,7 +139,11 @@ async def test_pool_sizes_are_reported_for_the_read_and_the_write_pool(client, b
     if backend == "sqlite":
         expected = {"read": db.SQLITE_READ_POOL_SIZE, "write": db.SQLITE_WRITE_POOL[0]}
     else:
-        expected = {"read": db.POSTGRES_READ_POOL[0], "write": db.POSTGRES_WRITE_POOL[0]}
+        expected = {
+            "read": db.POSTGRES_READ_POOL[0],
+            "write": db.POSTGRES_WRITE_POOL[0],
+            "hot": HOT_POOL_SIZE,  # the hot statements' asyncpg pool (hot_pool.py)
+        }
     for pool, size in expected.items():
         assert value(samples, "devicecontrol_db_pool_size", pool=pool) == size, pool
         # the scrape itself holds no connection
@@ -158,7 +164,8 @@ async def same_loop_app(settings: Settings) -> AsyncIterator[tuple[Runtime, http
 
 async def test_connections_in_use_are_reported_per_pool(settings: Settings):
     async with same_loop_app(settings) as (runtime, http):
-        async with runtime.database.read(), runtime.database.write():
+        async with runtime.database.read() as reader, runtime.database.write():
+            await reader.execute(select(1))  # a reader checks out its connection on first use
             busy = await scrape(http)
         idle = await scrape(http)
     for pool in ("read", "write"):

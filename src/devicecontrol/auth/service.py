@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -17,6 +19,7 @@ from devicecontrol.auth.passwords import (
 )
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import utcnow
+from devicecontrol.db import Reader
 from devicecontrol.errors import OAuthError, Unauthenticated
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
@@ -243,24 +246,60 @@ async def revoke(
         runtime.token_cache.forget_all()
 
 
-async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Caller:
-    """The caller behind an ``Authorization: Bearer`` header, or Unauthenticated."""
+def _unknown_token() -> Unauthenticated:
+    return Unauthenticated("The access token is unknown, expired or revoked.", invalid_token=True)
+
+
+def bearer_token_digest(authorization: str | None) -> str:
+    """The digest of an ``Authorization: Bearer`` header's token, or Unauthenticated."""
     scheme, _, credential = (authorization or "").strip().partition(" ")
     if not authorization or scheme.lower() != "bearer":
         raise Unauthenticated("A bearer access token is required.", invalid_token=False)
     credential = credential.strip()
-    user_id = None
-    if len(credential) == 2 * tokens.TOKEN_BYTES:
-        token_digest = tokens.digest(credential)
-        user_id = runtime.token_cache.user_of(token_digest)
-        if user_id is None:
-            async with runtime.database.read() as connection:
-                live = await repository.find_live_access_token(connection, token_digest, utcnow())
-            if live is not None:
-                user_id = live.user_id
-                runtime.token_cache.remember(token_digest, live.user_id, live.expires_at)
+    if len(credential) != 2 * tokens.TOKEN_BYTES:
+        raise _unknown_token()
+    return tokens.digest(credential)
+
+
+async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Caller:
+    """The caller behind an ``Authorization: Bearer`` header, or Unauthenticated."""
+    token_digest = bearer_token_digest(authorization)
+    user_id = runtime.token_cache.user_of(token_digest)
     if user_id is None:
-        raise Unauthenticated(
-            "The access token is unknown, expired or revoked.", invalid_token=True
-        )
+        async with runtime.database.read() as connection:
+            live = await repository.find_live_access_token(connection, token_digest, utcnow())
+        if live is None:
+            raise _unknown_token()
+        user_id = live.user_id
+        runtime.token_cache.remember(token_digest, live.user_id, live.expires_at)
     return Caller(user_id=user_id)
+
+
+class TokenCheckedRow(Protocol):
+    """A row of a read that ran the token check (``repository.live_access_token``) too."""
+
+    token_user_id: int
+    token_expires_at: datetime
+
+
+ReadWithToken = Callable[[Reader, str, datetime], Awaitable[TokenCheckedRow | None]]
+
+
+async def authenticate_bearer_reading(
+    runtime: Runtime, authorization: str | None, read: ReadWithToken
+) -> tuple[Caller, Any]:
+    """``authenticate_bearer`` run inside the caller's own read, one statement in all.
+
+    ``read(connection, token_digest, now)`` returns None when the token is not live. A token
+    in the cache is not checked again: the row is then None and the caller reads alone.
+    """
+    token_digest = bearer_token_digest(authorization)
+    user_id = runtime.token_cache.user_of(token_digest)
+    if user_id is not None:
+        return Caller(user_id=user_id), None
+    async with runtime.database.read() as connection:
+        row = await read(connection, token_digest, utcnow())
+    if row is None:
+        raise _unknown_token()
+    runtime.token_cache.remember(token_digest, row.token_user_id, row.token_expires_at)
+    return Caller(user_id=row.token_user_id), row

@@ -10,11 +10,16 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, and_, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, Row, and_, bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import prepared
+from devicecontrol.auth.repository import LIVE_ACCESS_TOKENS, live_access_token
 from devicecontrol.db import Reader
-from devicecontrol.tables import controller_assignments, controllers, latest_readings
+from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
+from devicecontrol.devices.repository import last_params_of_current_owner
+from devicecontrol.prepared import Prepared
+from devicecontrol.tables import access_tokens, controller_assignments, controllers, latest_readings
 
 PUBLIC_COLUMNS = (
     controllers.c.user_id,
@@ -77,7 +82,7 @@ async def count_owned(
 # The hot reads are built once (per filter combination) with bound parameters: building a
 # query and its cache key on every call cost more than running it (docs/PERFORMANCE.md).
 @functools.cache
-def _owned_page_query(*, by_type: bool, by_mac: bool) -> Select:
+def _owned_page_query(*, by_type: bool, by_mac: bool) -> Prepared:
     conditions = [controllers.c.user_id == bindparam("user_id")]
     if by_type:
         conditions.append(controllers.c.type == bindparam("type"))
@@ -92,7 +97,7 @@ def _owned_page_query(*, by_type: bool, by_mac: bool) -> Select:
         .correlate(None)  # counts every match, never one row of the page
         .scalar_subquery()
     )
-    return (
+    return Prepared(
         select(*BODY_COLUMNS, total.label("total"))
         .select_from(_WITH_LOG)
         .where(*conditions)
@@ -115,23 +120,57 @@ async def list_owned(
     the count of all matching ones, taken in the same statement (so on the same snapshot)."""
     query = _owned_page_query(by_type=type_ is not None, by_mac=mac is not None)
     parameters = {"user_id": user_id, "type": type_, "mac": mac, "limit": limit, "offset": offset}
-    return list((await connection.execute(query, parameters)).all())
+    return list((await prepared.execute(connection, query, parameters)).all())
 
 
-_OWNED = (
-    select(*BODY_COLUMNS)
-    .select_from(_WITH_LOG)
-    .where(
+# The single read also carries a melissa's settings (``_relation.command_log``): the params
+# of the last send_ir_code of the current ownership, null for other types.
+DETAIL_COLUMNS = (
+    *BODY_COLUMNS,
+    case(
+        (controllers.c.type == MELISSA, last_params_of_current_owner(SEND_IR_CODE)),
+        else_=None,
+    ).label("settings_params"),
+)
+
+
+def _owned(user_id: Any) -> tuple[ColumnElement[bool], ...]:
+    """The caller's controller named ``serial_number``."""
+    return (
         controllers.c.serial_number == bindparam("serial_number"),
-        controllers.c.user_id == bindparam("user_id"),
+        controllers.c.user_id == user_id,
     )
+
+
+_OWNED = Prepared(
+    select(*DETAIL_COLUMNS).select_from(_WITH_LOG).where(*_owned(bindparam("user_id")))
+)
+# the token check and the read in one statement (one round trip): no row, the token is not
+# live; a row with no controller, the token is live and the controller not the caller's
+_OWNED_WITH_TOKEN = Prepared(
+    select(
+        access_tokens.c.user_id.label("token_user_id"),
+        access_tokens.c.expires_at.label("token_expires_at"),
+        *DETAIL_COLUMNS,
+    )
+    .select_from(LIVE_ACCESS_TOKENS.outerjoin(_WITH_LOG, and_(*_owned(access_tokens.c.user_id))))
+    .where(*live_access_token())
 )
 
 
 async def find_owned(connection: Reader, user_id: int, serial_number: str) -> Row | None:
-    """The caller's controller (``BODY_COLUMNS``), or None."""
+    """The caller's controller (``DETAIL_COLUMNS``), or None."""
     parameters = {"serial_number": serial_number, "user_id": user_id}
-    return (await connection.execute(_OWNED, parameters)).first()
+    return (await prepared.execute(connection, _OWNED, parameters)).first()
+
+
+async def find_owned_with_token(
+    connection: Reader, token_digest: str, now: datetime, *, serial_number: str
+) -> Row | None:
+    """``token_user_id``, ``token_expires_at`` and the ``DETAIL_COLUMNS`` of the token's
+    user's controller (all null when it is not theirs); None when the token is not live."""
+    parameters = {"token_digest": token_digest, "now": now, "serial_number": serial_number}
+    return (await prepared.execute(connection, _OWNED_WITH_TOKEN, parameters)).first()
 
 
 async def find_by_serial(

@@ -120,6 +120,45 @@ def assignment_response(record: Row) -> AssignmentResponse:
     )
 
 
+async def controller_page(
+    runtime: Runtime,
+    user_id: int,
+    *,
+    type_: str | None,
+    mac: str | None,
+    page: str | None,
+    page_size: str | None,
+) -> ControllerPage:
+    """``GET /controllers``: one page of the caller's controllers, as HAL.
+
+    Shared by the handler below and the hot-read lane (``hot_reads.py``).
+    """
+    query = service.build_query(runtime, type_=type_, mac=mac, page=page, page_size=page_size)
+    result = await service.list_controllers(runtime, user_id, query)
+    filters = {"type": query.type, "mac": query.mac}
+    return ControllerPage(
+        embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
+        **page_members(runtime.settings, query.paging, result, "/controllers", filters),
+    )
+
+
+async def controller_read(runtime: Runtime, user_id: int, serial_number: str) -> ControllerResponse:
+    """``GET /controllers/{sn}``: the caller's controller with its ``_relation``, as HAL."""
+    detail = await service.controller_detail(runtime, user_id, serial_number)
+    return controller_document(detail, serial_number)
+
+
+def controller_document(detail: service.ControllerView, serial_number: str) -> ControllerResponse:
+    """The single read's HAL document; the hot-read lane (``hot_reads.py``) builds it too."""
+    controller = ControllerDetail(
+        **msgspec.structs.asdict(controller_body(detail.row)),
+        relation=ControllerRelation(command_log=detail.command_log),
+    )
+    return ControllerResponse(
+        controller=controller, links=self_links(controller_path(serial_number))
+    )
+
+
 def _optional_string(body: dict[str, Any], name: str) -> str | None:
     check_string_fields(body, (), (name,))
     return body.get(name)
@@ -146,12 +185,8 @@ class ControllersController(Controller):
         page: PageNumber = None,
         page_size: PageSize = None,
     ) -> ControllerPage:
-        query = service.build_query(runtime, type_=type, mac=mac, page=page, page_size=page_size)
-        result = await service.list_controllers(runtime, request.user.user_id, query)
-        filters = {"type": query.type, "mac": query.mac}
-        return ControllerPage(
-            embedded=EmbeddedControllers(controller=[controller_body(r) for r in result.rows]),
-            **page_members(runtime.settings, query.paging, result, "/controllers", filters),
+        return await controller_page(
+            runtime, request.user.user_id, type_=type, mac=mac, page=page, page_size=page_size
         )
 
     @get(
@@ -167,14 +202,7 @@ class ControllersController(Controller):
         runtime: NamedDependency[Runtime],
         serial_number: SerialNumber,
     ) -> ControllerResponse:
-        detail = await service.controller_detail(runtime, request.user.user_id, serial_number)
-        controller = ControllerDetail(
-            **msgspec.structs.asdict(controller_body(detail.row)),
-            relation=ControllerRelation(command_log=detail.command_log),
-        )
-        return ControllerResponse(
-            controller=controller, links=self_links(controller_path(serial_number))
-        )
+        return await controller_read(runtime, request.user.user_id, serial_number)
 
     @post(
         "/{serial_number:str}/assign",

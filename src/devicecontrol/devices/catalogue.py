@@ -49,10 +49,13 @@ class OneOf:
 
 Parameter = IntegerRange | OneOf
 
+# the climate controller whose settings are its last send_ir_code (``command_log``)
+MELISSA, SEND_IR_CODE = "melissa", "send_ir_code"
+
 # command name -> its parameters (every one required)
 CATALOGUE: dict[str, dict[str, dict[str, Parameter]]] = {
-    "melissa": {
-        "send_ir_code": {
+    MELISSA: {
+        SEND_IR_CODE: {
             "state": IntegerRange(0, 2),  # 0 off, 1 on, 2 idle
             "mode": IntegerRange(0, 4),  # 0 auto, 1 fan, 2 heat, 3 cool, 4 dry
             "temp": IntegerRange(16, 30),

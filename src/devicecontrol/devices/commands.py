@@ -40,19 +40,45 @@ class OwnedDevice:
     online: bool
 
 
+@dataclass(frozen=True, slots=True)
+class LatestReading:
+    assignment_id: int | None  # the ownership it arrived under
+    payload: str
+
+
 def not_yours(serial_number: str) -> NotFound:
     return NotFound(f"No controller with serial number {serial_number} is assigned to you.")
 
 
 async def owned_device(runtime: Runtime, user_id: int, serial_number: str) -> OwnedDevice:
     """The caller's controller and its current ownership, or the usual 404."""
+    device, _ = await _owned(runtime, user_id, serial_number, with_reading=False)
+    return device
+
+
+async def owned_device_and_reading(
+    runtime: Runtime, user_id: int, serial_number: str
+) -> tuple[OwnedDevice, LatestReading | None]:
+    """``owned_device`` and the device's latest reading (whoever it arrived under), in one
+    statement."""
+    return await _owned(runtime, user_id, serial_number, with_reading=True)
+
+
+async def _owned(
+    runtime: Runtime, user_id: int, serial_number: str, *, with_reading: bool
+) -> tuple[OwnedDevice, LatestReading | None]:
     if not is_serial_number(serial_number):
         raise not_yours(serial_number)
     async with runtime.database.read() as connection:
-        device = await repository.find_owned_device(connection, user_id, serial_number)
-    if device is None or device.assignment_id is None:
+        row = await repository.find_owned_device(
+            connection, user_id, serial_number, with_reading=with_reading
+        )
+    if row is None or row.assignment_id is None:
         raise not_yours(serial_number)
-    return OwnedDevice(device.id, device.assignment_id, device.type, bool(device.online))
+    device = OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online))
+    if not with_reading or row.reading_payload is None:
+        return device, None
+    return device, LatestReading(row.reading_assignment_id, row.reading_payload)
 
 
 def check_ttl(ttl: Any, default_s: int) -> int:

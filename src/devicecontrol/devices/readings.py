@@ -14,7 +14,7 @@ from sqlalchemy import Row
 
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import readings_repository, repository
-from devicecontrol.devices.commands import OwnedDevice
+from devicecontrol.devices.commands import LatestReading, OwnedDevice
 from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
 
@@ -81,10 +81,9 @@ def joined_controller_log(
     return shown_reading(payload, created_at)
 
 
-async def provider_fetch(runtime: Runtime, device: OwnedDevice) -> dict[str, Any]:
-    """``/provider/fetch``: the latest reading's fields with the link's ``online`` (it wins)."""
-    async with runtime.database.read() as connection:
-        latest = await readings_repository.latest_reading(connection, device.controller_id)
+def provider_fetch(device: OwnedDevice, latest: LatestReading | None) -> dict[str, Any]:
+    """``/provider/fetch``: the latest reading's fields with the link's ``online`` (it wins);
+    a reading of an earlier ownership is not shown."""
     fields: dict[str, Any] = {}
     if latest is not None and latest.assignment_id == device.assignment_id:
         fields = _decode(latest.payload)

@@ -6,14 +6,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, func, insert, select, update
+from sqlalchemy import Row, and_, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import prepared
 from devicecontrol.db import Reader
+from devicecontrol.prepared import Prepared
 from devicecontrol.tables import (
     commands,
     controller_assignments,
     controllers,
+    latest_readings,
 )
 
 UNFINISHED = ("queued", "sent")
@@ -27,6 +30,22 @@ _ACTIVE_ASSIGNMENT = (
     )
     .scalar_subquery()
 )
+
+
+def last_params_of_current_owner(name: str) -> Any:
+    """The params of the controller's last command ``name`` under its active assignment
+    record, as a column of a statement over ``controllers`` joined with that record."""
+    return (
+        select(commands.c.params)
+        .where(
+            commands.c.controller_id == controllers.c.id,
+            commands.c.assignment_id == controller_assignments.c.id,
+            commands.c.name == name,
+        )
+        .order_by(commands.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
 
 
 # --- identity and online -------------------------------------------------------------------
@@ -43,15 +62,40 @@ async def find_device(connection: Reader, serial_number: str) -> Row | None:
     return (await connection.execute(query)).first()
 
 
-async def find_owned_device(connection: Reader, user_id: int, serial_number: str) -> Row | None:
-    """The caller's controller with its current ownership (assignment record id)."""
-    query = select(
-        controllers.c.id,
-        controllers.c.type,
-        controllers.c.online,
-        _ACTIVE_ASSIGNMENT.label("assignment_id"),
-    ).where(controllers.c.serial_number == serial_number, controllers.c.user_id == user_id)
-    return (await connection.execute(query)).first()
+_OWNED_DEVICE_COLUMNS = (
+    controllers.c.id,
+    controllers.c.type,
+    controllers.c.online,
+    _ACTIVE_ASSIGNMENT.label("assignment_id"),
+)
+_OWNED_DEVICE_CONDITIONS = (
+    controllers.c.serial_number == bindparam("serial_number"),
+    controllers.c.user_id == bindparam("user_id"),
+)
+_OWNED_DEVICE = Prepared(select(*_OWNED_DEVICE_COLUMNS).where(*_OWNED_DEVICE_CONDITIONS))
+# /provider/fetch, polled by the original clients: the device and its latest reading at once
+_OWNED_DEVICE_AND_READING = Prepared(
+    select(
+        *_OWNED_DEVICE_COLUMNS,
+        latest_readings.c.assignment_id.label("reading_assignment_id"),
+        latest_readings.c.payload.label("reading_payload"),
+    )
+    .select_from(
+        controllers.outerjoin(latest_readings, latest_readings.c.controller_id == controllers.c.id)
+    )
+    .where(*_OWNED_DEVICE_CONDITIONS)
+)
+
+
+async def find_owned_device(
+    connection: Reader, user_id: int, serial_number: str, *, with_reading: bool = False
+) -> Row | None:
+    """The caller's controller with its current ownership (assignment record id); with
+    ``with_reading``, its latest reading's ``reading_assignment_id`` and ``reading_payload``
+    too (null when it has none)."""
+    query = _OWNED_DEVICE_AND_READING if with_reading else _OWNED_DEVICE
+    parameters = {"serial_number": serial_number, "user_id": user_id}
+    return (await prepared.execute(connection, query, parameters)).first()
 
 
 async def set_device_secret(
@@ -96,6 +140,17 @@ async def set_offline(connection: AsyncConnection, controller_id: int) -> None:
     await connection.execute(
         update(controllers).where(controllers.c.id == controller_id).values(online=False)
     )
+
+
+async def online_devices(connection: Reader) -> list[Row]:
+    """The devices stored as online, as ``find_device`` shows each."""
+    query = select(
+        controllers.c.id,
+        controllers.c.serial_number,
+        controllers.c.type,
+        controllers.c.device_secret_digest,
+    ).where(controllers.c.online.is_(True))
+    return list(await connection.execute(query))
 
 
 async def active_assignment_id(connection: Reader, controller_id: int) -> int | None:
@@ -174,22 +229,6 @@ async def list_commands(
         .limit(limit)
     )
     return list(await connection.execute(query))
-
-
-async def last_command_named(
-    connection: Reader, controller_id: int, assignment_id: int, name: str
-) -> Row | None:
-    query = (
-        select(*COMMAND_COLUMNS)
-        .where(
-            commands.c.controller_id == controller_id,
-            commands.c.assignment_id == assignment_id,
-            commands.c.name == name,
-        )
-        .order_by(commands.c.id.desc())
-        .limit(1)
-    )
-    return (await connection.execute(query)).first()
 
 
 async def deliverable_commands(connection: Reader, controller_id: int, now: datetime) -> list[Row]:

@@ -75,6 +75,14 @@ _COMMAND_404 = (
 )
 
 
+async def provider_fetch_response(
+    runtime: Runtime, user_id: int, body: dict[str, Any]
+) -> ProviderFetchResponse:
+    """``POST /provider/fetch`` as HAL. Shared by the handler and ``hot_reads.py``."""
+    state = await service.provider_fetch(runtime, user_id, body)
+    return ProviderFetchResponse(provider=state, links=self_links("/provider/fetch"))
+
+
 def command_path(serial_number: str, command_id: str) -> str:
     return f"{controller_path(serial_number)}/commands/{command_id}"
 
@@ -141,8 +149,7 @@ class ProviderController(Controller):
         self, request: Request[Caller, Any, Any], runtime: NamedDependency[Runtime]
     ) -> ProviderFetchResponse:
         body = await read_json_object(request)
-        state = await service.provider_fetch(runtime, request.user.user_id, body)
-        return ProviderFetchResponse(provider=state, links=self_links("/provider/fetch"))
+        return await provider_fetch_response(runtime, request.user.user_id, body)
 
 
 class DevicesController(Controller):

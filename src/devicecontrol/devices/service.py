@@ -17,14 +17,13 @@ from sqlalchemy import Row
 
 from devicecontrol.bodies import check_string_fields, string_field_errors
 from devicecontrol.clock import TIMESTAMP_FORMAT, TIMESTAMP_PATTERN
-from devicecontrol.devices import commands, readings, repository
-from devicecontrol.devices.catalogue import integral
+from devicecontrol.devices import commands, readings
+from devicecontrol.devices.catalogue import MELISSA, integral
 from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
 from devicecontrol.paging import Page, PageRequest, page_request
 from devicecontrol.runtime import Runtime
 
-MELISSA, SEND_IR_CODE = "melissa", "send_ir_code"
 # Home Assistant's Melissa climate entity reads these four from ``command_log`` as the air
 # conditioner's current settings, and fails on a missing key or a null. Until the owner has
 # sent a ``send_ir_code``, a melissa is shown off, auto mode, 20 °C, auto fan: the honest
@@ -79,8 +78,11 @@ async def provider_send(runtime: Runtime, user_id: int, body: dict[str, Any]) ->
 
 async def provider_fetch(runtime: Runtime, user_id: int, body: dict[str, Any]) -> dict[str, Any]:
     """The latest reading of the current ownership, with the link's ``online``."""
-    device = await _device_named_in(runtime, user_id, body)
-    return await readings.provider_fetch(runtime, device)
+    check_string_fields(body, ("serial_number",))
+    device, latest = await commands.owned_device_and_reading(
+        runtime, user_id, body["serial_number"]
+    )
+    return readings.provider_fetch(device, latest)
 
 
 # --- native commands -------------------------------------------------------------------
@@ -208,20 +210,14 @@ async def readings_page(
 # --- command_log of a controller body -----------------------------------------------------
 
 
-async def command_log(
-    runtime: Runtime, *, controller_type: str, controller_id: int, assignment_id: int | None
-) -> dict[str, Any] | None:
+def command_log(controller_type: str, settings_params: str | None) -> dict[str, Any] | None:
     """A melissa's settings: those of the last ``send_ir_code`` accepted for the current
-    owner (whatever became of it), else ``NO_SETTINGS_YET``; None for other types."""
+    owner, whatever became of it (its params, ``settings_params``, read with the controller:
+    ``controllers.repository.DETAIL_COLUMNS``), else ``NO_SETTINGS_YET``; None for other
+    types."""
     if controller_type != MELISSA:
         return None
-    last = None
-    if assignment_id is not None:
-        async with runtime.database.read() as connection:
-            last = await repository.last_command_named(
-                connection, controller_id, assignment_id, SEND_IR_CODE
-            )
-    if last is None:
+    if settings_params is None:
         return dict(NO_SETTINGS_YET)
-    params = _decode(last.params)
+    params = _decode(settings_params)
     return {name: params.get(name, default) for name, default in NO_SETTINGS_YET.items()}

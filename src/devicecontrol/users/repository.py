@@ -8,12 +8,14 @@ from sqlalchemy import Row, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol import prepared
 from devicecontrol.db import Reader
 from devicecontrol.geo import Place
+from devicecontrol.prepared import Prepared
 from devicecontrol.tables import controllers, countries, users
 
 # built once: read on every users/me call
-_PROFILE = (
+_PROFILE = Prepared(
     select(
         users.c.id.label("user_id"),
         users.c.username,
@@ -36,7 +38,7 @@ _PROFILE = (
 
 
 async def find_profile(connection: Reader, user_id: int) -> Row | None:
-    return (await connection.execute(_PROFILE, {"user_id": user_id})).first()
+    return (await prepared.execute(connection, _PROFILE, {"user_id": user_id})).first()
 
 
 async def find_or_create_country(connection: AsyncConnection, place: Place) -> int:

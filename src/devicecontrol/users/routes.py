@@ -57,6 +57,21 @@ def user_profile(row: Row, *, advanced: bool) -> UserProfile:
     return msgspec.structs.replace(profile, relation=UserRelations(country=country_record(row)))
 
 
+async def profile_response(
+    runtime: Runtime, user_id: int, accept_response: str | None
+) -> UserResponse:
+    """``GET /users/me`` as HAL. Shared by the handler below and ``hot_reads.py``."""
+    advanced = (accept_response or "").strip().lower() == "advanced"
+    row = await service.get_profile(runtime, user_id)
+    return UserResponse(
+        users=user_profile(row, advanced=advanced),
+        links=UserLinks(
+            self=Link(api_path("/users/me")),
+            controller=Link(api_path("/controllers/{serial_number}"), templated=True),
+        ),
+    )
+
+
 class UsersController(Controller):
     path = "/users"
     tags = ["users"]  # noqa: RUF012
@@ -82,12 +97,4 @@ class UsersController(Controller):
             ),
         ] = None,
     ) -> UserResponse:
-        advanced = (accept_response or "").strip().lower() == "advanced"
-        row = await service.get_profile(runtime, request.user.user_id)
-        return UserResponse(
-            users=user_profile(row, advanced=advanced),
-            links=UserLinks(
-                self=Link(api_path("/users/me")),
-                controller=Link(api_path("/controllers/{serial_number}"), templated=True),
-            ),
-        )
+        return await profile_response(runtime, request.user.user_id, accept_response)

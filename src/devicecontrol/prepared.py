@@ -1,0 +1,144 @@
+"""Hot statements: built once with SQLAlchemy, compiled once per database, run by the driver.
+
+SQLAlchemy stays the one way queries are written. What it adds on each execution (the
+pool checkout and return, the execution context, the cursor result) cost more than the
+query itself on a hot read (docs/PERFORMANCE.md). A ``Prepared`` statement keeps, for each
+dialect, the SQL text SQLAlchemy compiled, the order of its parameters and SQLAlchemy's
+own bind and result processors (SQLite's text timestamps, for one), and runs on the
+driver's connection: sqlite3 and asyncpg both keep prepared statements per connection
+(sqlite3's statement cache, asyncpg's), so nothing is parsed twice either.
+
+Readers (``db.py``) run a ``Prepared`` that way; a write transaction (an ``AsyncConnection``)
+runs its SQLAlchemy statement as usual, through ``execute`` below.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import MultipleResultsFound, NoResultFound
+from sqlalchemy.sql.base import Executable
+
+Processor = Callable[[Any], Any] | None
+
+
+class RowsResult(Protocol):
+    """The part of SQLAlchemy's ``Result`` the repositories use."""
+
+    def first(self) -> Any: ...
+    def all(self) -> Sequence[Any]: ...
+    def scalar_one(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledForm:
+    """One dialect's compilation: SQL, parameter order, processors, the row type."""
+
+    sql: str
+    names: tuple[str, ...]
+    literals: dict[str, Any]  # the values the statement itself binds ('melissa', say)
+    bind_processors: tuple[Processor, ...]
+    result_processors: tuple[Processor, ...]
+    row: type
+
+    def arguments(self, parameters: Mapping[str, Any]) -> tuple[Any, ...]:
+        values = []
+        literals = self.literals
+        for name, process in zip(self.names, self.bind_processors, strict=True):
+            value = literals[name] if name in literals else parameters[name]
+            values.append(value if process is None or value is None else process(value))
+        return tuple(values)
+
+    def rows(self, raw_rows: Sequence[Sequence[Any]]) -> list[Any]:
+        make = self.row._make  # type: ignore[attr-defined]
+        processors = self.result_processors
+        if not any(processors):
+            return [make(raw) for raw in raw_rows]
+        return [
+            make(
+                value if process is None else process(value)
+                for process, value in zip(processors, raw, strict=True)
+            )
+            for raw in raw_rows
+        ]
+
+
+class PreparedResult:
+    """Rows already fetched, with the accessors of SQLAlchemy's ``Result`` that are used."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def first(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> list[Any]:
+        return self._rows
+
+    def scalar_one(self) -> Any:
+        if not self._rows:
+            raise NoResultFound("No row was found when one was required")
+        if len(self._rows) > 1:
+            raise MultipleResultsFound("Multiple rows were found when exactly one was required")
+        return self._rows[0][0]
+
+
+class Prepared:
+    """A statement built once (with ``bindparam``s), compiled once per dialect."""
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+        self._forms: dict[str, CompiledForm] = {}
+
+    def form(self, dialect: Dialect) -> CompiledForm:
+        form = self._forms.get(dialect.name)
+        if form is None:
+            form = self._forms[dialect.name] = self._compile(dialect)
+        return form
+
+    def _compile(self, dialect: Dialect) -> CompiledForm:
+        compiled: Any = self.statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+        names = tuple(compiled.positiontup or ())
+        processors = compiled._bind_processors
+        columns = compiled._result_columns
+        binds = {name: compiled.binds[name] for name in names}
+        return CompiledForm(
+            sql=compiled.string,
+            names=names,
+            literals={name: bind.value for name, bind in binds.items() if not bind.required},
+            bind_processors=tuple(processors.get(name) for name in names),
+            result_processors=tuple(
+                column.type._cached_result_processor(dialect, None) for column in columns
+            ),
+            row=namedtuple("PreparedRow", [column.keyname for column in columns]),  # type: ignore[misc]
+        )
+
+    def run_sqlite(
+        self, dialect: Dialect, connection: sqlite3.Connection, parameters: Mapping[str, Any]
+    ) -> PreparedResult:
+        form = self.form(dialect)
+        raw_rows = connection.execute(form.sql, form.arguments(parameters)).fetchall()
+        return PreparedResult(form.rows(raw_rows))
+
+    async def run_asyncpg(
+        self, dialect: Dialect, connection: Any, parameters: Mapping[str, Any]
+    ) -> PreparedResult:
+        form = self.form(dialect)
+        raw_rows = await connection.fetch(form.sql, *form.arguments(parameters))
+        return PreparedResult(form.rows(raw_rows))
+
+
+async def execute(connection: Any, statement: Prepared, parameters: Mapping[str, Any]) -> Any:
+    """Run a hot statement on a reader (the driver's way, ``run_prepared``) or, on any
+    other connection (a write transaction), as the SQLAlchemy statement it is."""
+    run_prepared = getattr(connection, "run_prepared", None)
+    if run_prepared is not None:
+        return await run_prepared(statement, parameters)
+    return await connection.execute(statement.statement, parameters)
