@@ -64,4 +64,6 @@ def monotonic() -> float:
 
 
 def format_timestamp(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.strftime(TIMESTAMP_FORMAT)
+    """``TIMESTAMP_FORMAT`` of a naive UTC time (as the tables keep them); ``isoformat``
+    writes the same text several times faster than ``strftime``, on every row of a list."""
+    return None if moment is None else moment.isoformat(" ", "seconds")

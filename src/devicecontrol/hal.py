@@ -45,9 +45,12 @@ def controller_path(serial_number: str) -> str:
 
 def page_links(path: str, *, page: int, page_count: int, query: dict[str, str | int]) -> PageLinks:
     """Links of one page of a collection; every link keeps the request's filters."""
+    rest = urlencode(query)  # what every link carries after its page number
+    prefix = api_path(path) + "?page="
+    suffix = "&" + rest if rest else ""
 
     def at(number: int) -> Link:
-        return Link(api_path(path) + "?" + urlencode({"page": number, **query}))
+        return Link(f"{prefix}{number}{suffix}")
 
     return PageLinks(
         self=at(page),

@@ -43,7 +43,7 @@ class CompiledForm:
     names: tuple[str, ...]
     literals: dict[str, Any]  # the values the statement itself binds ('melissa', say)
     bind_processors: tuple[Processor, ...]
-    result_processors: tuple[Processor, ...]
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, its result processor)
     row: type
 
     def arguments(self, parameters: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -56,16 +56,18 @@ class CompiledForm:
 
     def rows(self, raw_rows: Sequence[Sequence[Any]]) -> list[Any]:
         make = self.row._make  # type: ignore[attr-defined]
-        processors = self.result_processors
-        if not any(processors):
+        processed = self.processed
+        if not processed:
             return [make(raw) for raw in raw_rows]
-        return [
-            make(
-                value if process is None else process(value)
-                for process, value in zip(processors, raw, strict=True)
-            )
-            for raw in raw_rows
-        ]
+        rows = []
+        for raw in raw_rows:
+            values = list(raw)
+            for index, process in processed:
+                value = values[index]
+                if value is not None:
+                    values[index] = process(value)
+            rows.append(make(values))
+        return rows
 
 
 class PreparedResult:
@@ -114,8 +116,12 @@ class Prepared:
             names=names,
             literals={name: bind.value for name, bind in binds.items() if not bind.required},
             bind_processors=tuple(processors.get(name) for name in names),
-            result_processors=tuple(
-                column.type._cached_result_processor(dialect, None) for column in columns
+            processed=tuple(
+                (index, process)
+                for index, process in enumerate(
+                    column.type._cached_result_processor(dialect, None) for column in columns
+                )
+                if process is not None
             ),
             row=namedtuple("PreparedRow", [column.keyname for column in columns]),  # type: ignore[misc]
         )

@@ -37,18 +37,16 @@ PUBLIC_COLUMNS = (
 # ``controller_log``): joined into the same statement, so that a list page costs no extra
 # query. The partial unique index allows one active record per controller, so the joins
 # never repeat a controller.
-_WITH_LOG = controllers.outerjoin(
-    controller_assignments,
-    and_(
-        controller_assignments.c.controller_id == controllers.c.id,
-        controller_assignments.c.deleted_at.is_(None),
-    ),
-).outerjoin(
-    latest_readings,
-    and_(
-        latest_readings.c.controller_id == controllers.c.id,
-        latest_readings.c.assignment_id == controller_assignments.c.id,
-    ),
+_ACTIVE_RECORD = and_(
+    controller_assignments.c.controller_id == controllers.c.id,
+    controller_assignments.c.deleted_at.is_(None),
+)
+_LATEST_READING = and_(
+    latest_readings.c.controller_id == controllers.c.id,
+    latest_readings.c.assignment_id == controller_assignments.c.id,
+)
+_WITH_LOG = controllers.outerjoin(controller_assignments, _ACTIVE_RECORD).outerjoin(
+    latest_readings, _LATEST_READING
 )
 BODY_COLUMNS = (
     *PUBLIC_COLUMNS,
@@ -153,7 +151,12 @@ _OWNED_WITH_TOKEN = Prepared(
         access_tokens.c.expires_at.label("token_expires_at"),
         *DETAIL_COLUMNS,
     )
-    .select_from(LIVE_ACCESS_TOKENS.outerjoin(_WITH_LOG, and_(*_owned(access_tokens.c.user_id))))
+    # one flat chain of joins: SQLite would materialize a nested one in a temporary table
+    .select_from(
+        LIVE_ACCESS_TOKENS.outerjoin(controllers, and_(*_owned(access_tokens.c.user_id)))
+        .outerjoin(controller_assignments, _ACTIVE_RECORD)
+        .outerjoin(latest_readings, _LATEST_READING)
+    )
     .where(*live_access_token())
 )
 

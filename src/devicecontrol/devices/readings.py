@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import Row
 
-from devicecontrol.clock import utcnow
+from devicecontrol.clock import format_timestamp, utcnow
 from devicecontrol.devices import readings_repository, repository
 from devicecontrol.devices.commands import LatestReading, OwnedDevice
 from devicecontrol.paging import Page, PageRequest
@@ -60,7 +60,7 @@ async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payloa
 
 def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:
     """A reading as the API shows it: the reported fields plus ``created``."""
-    return {**_decode(payload), "created": created_at.strftime("%Y-%m-%d %H:%M:%S")}
+    return {**_decode(payload), "created": format_timestamp(created_at)}
 
 
 def controller_log(latest: Row | None, assignment_id: int | None) -> dict[str, Any] | list[Any]:
