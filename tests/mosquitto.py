@@ -1,17 +1,21 @@
-"""A private Mosquitto broker on a free port, for tests of MQTT clients (never the shared one).
+"""Private Mosquitto brokers on free ports, for tests of MQTT clients (never the shared one).
 
-Anonymous, on loopback, with a configuration of its own in the test's directory; stopped
-when the block ends. Used where a test needs a plain broker rather than the service's own.
+``private_mosquitto``: anonymous, on loopback, with a configuration of its own in the test's
+directory; stopped when the block ends. Used where a test needs a plain broker rather than
+the service's own. ``dynsec_mosquitto``: the external broker of ``DEVICECONTROL_MQTT_URL``,
+with the dynamic-security plugin and the settings docs/OPERATIONS.md gives.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.processes import free_port
@@ -47,3 +51,120 @@ def private_mosquitto(workdir: Path) -> Iterator[int]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# --- Mosquitto as the service's external broker (DEVICECONTROL_MQTT_URL) -------------------
+
+MOSQUITTO_CTRL = shutil.which("mosquitto_ctrl") or "/usr/bin/mosquitto_ctrl"
+DYNSEC_PLUGIN = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
+ADMIN, ADMIN_PASSWORD = "admin", "admin-password-for-tests"
+SERVICE_USER, SERVICE_PASSWORD = "devicecontrol", "service-password-for-tests"
+SERVICE_ROLE = "devicecontrol-service"
+# the service user's rights, exactly as docs/OPERATIONS.md gives them to mosquitto_ctrl
+SERVICE_ACLS = (
+    ("subscribePattern", "$SYS/broker/log/#"),
+    ("publishClientReceive", "$SYS/broker/log/#"),
+    ("subscribePattern", "devices/+/state"),
+    ("subscribePattern", "devices/+/commands/result"),
+    ("publishClientReceive", "devices/+/state"),
+    ("publishClientReceive", "devices/+/commands/result"),
+    ("publishClientSend", "devices/+/commands"),
+    ("publishClientSend", "$CONTROL/dynamic-security/v1"),
+    ("subscribeLiteral", "$CONTROL/dynamic-security/v1/response"),
+    ("publishClientReceive", "$CONTROL/dynamic-security/v1/response"),
+)
+# the broker settings docs/OPERATIONS.md asks for, beside the listener and the plugin
+SERVICE_BROKER_SETTINGS = """\
+allow_anonymous false
+per_listener_settings false
+log_dest topic
+log_type error
+log_type warning
+log_type notice
+log_type subscribe
+log_type unsubscribe
+connection_messages true
+max_inflight_messages 0
+max_queued_messages 0
+queue_qos0_messages true
+"""
+
+
+@dataclass
+class DynsecMosquitto:
+    """A private Mosquitto with the dynamic-security plugin, set up as OPERATIONS.md says."""
+
+    workdir: Path
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """DEVICECONTROL_MQTT_URL for the service's user."""
+        return f"mqtt://{SERVICE_USER}:{SERVICE_PASSWORD}@127.0.0.1:{self.port}"
+
+    def ctrl(self, *args: str) -> str:
+        """``mosquitto_ctrl dynsec ARGS`` as the broker's administrator."""
+        result = subprocess.run(
+            [MOSQUITTO_CTRL, "-h", "127.0.0.1", "-p", str(self.port), "-u", ADMIN,
+             "-P", ADMIN_PASSWORD, "dynsec", *args],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, f"mosquitto_ctrl {args}: {result.stdout}{result.stderr}"
+        return result.stdout
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.workdir / "mosquitto.conf")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_for_port(self.process, self.port)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"mosquitto did not start on {port}") from None
+            time.sleep(0.05)
+
+
+@contextmanager
+def dynsec_mosquitto(workdir: Path) -> Iterator[DynsecMosquitto]:
+    """Yield a Mosquitto 2 on a free port with dynamic security, its log on $SYS topics and
+    the service's user (``DynsecMosquitto.url``); persistent, so that it can be restarted."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    dynsec_file = workdir / "dynamic-security.json"
+    subprocess.run(
+        [MOSQUITTO_CTRL, "dynsec", "init", str(dynsec_file), ADMIN, ADMIN_PASSWORD],
+        capture_output=True, timeout=30, check=True,
+    )  # fmt: skip
+    broker = DynsecMosquitto(workdir, free_port())
+    # run as root (CI's user), Mosquitto would switch to "mosquitto", who cannot write here
+    run_as = "user root\n" if os.geteuid() == 0 else ""
+    (workdir / "mosquitto.conf").write_text(
+        f"listener {broker.port} 127.0.0.1\n{SERVICE_BROKER_SETTINGS}"
+        f"plugin {DYNSEC_PLUGIN}\nplugin_opt_config_file {dynsec_file}\n"
+        f"persistence true\npersistence_location {workdir}/\n{run_as}",
+        encoding="utf-8",
+    )
+    broker.start()
+    try:
+        broker.ctrl("createRole", SERVICE_ROLE)
+        for acl_type, topic in SERVICE_ACLS:
+            broker.ctrl("addRoleACL", SERVICE_ROLE, acl_type, topic, "allow")
+        broker.ctrl("createClient", SERVICE_USER, "-p", SERVICE_PASSWORD)
+        broker.ctrl("addClientRole", SERVICE_USER, SERVICE_ROLE)
+        yield broker
+    finally:
+        broker.stop()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from urllib.parse import unquote, urlsplit
 
 # the longest a revoked token may still work on another process (issue 4's bound)
 MAX_TOKEN_CACHE_MS = 1000
 DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"
+# DEVICECONTROL_MQTT_URL: the external broker's schemes and their default ports
+MQTT_URL_PORTS = {"mqtt": 1883, "mqtts": 8883}
 MAX_COMMAND_TTL_S = 86400
 MAX_SEND_WAIT_MS = 30000
 ENV_PREFIX = "DEVICECONTROL_"
@@ -32,6 +35,26 @@ class ThrottleRule:
 
     limit: int
     window_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class MqttUrl:
+    """An external broker (``DEVICECONTROL_MQTT_URL``): the device link is its client.
+
+    The password never shows in ``repr`` or ``str``: both are the URL without it, which is
+    what logs and error messages name.
+    """
+
+    tls: bool
+    host: str
+    port: int
+    username: str
+    password: str = field(repr=False)
+
+    def __str__(self) -> str:
+        scheme = "mqtts" if self.tls else "mqtt"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{self.username}@{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +84,10 @@ class Settings:
     mqtt_listen: str = DEFAULT_MQTT_LISTEN
     mqtt_tls_cert: str | None = None
     mqtt_tls_key: str | None = None
+    # an external broker instead of the embedded one (contract §9), and the CA file that
+    # checks its certificate (mqtts; the system's store when None)
+    mqtt_url: MqttUrl | None = None
+    mqtt_ca: str | None = None
     command_ttl_s: int = 300
     send_wait_ms: int = 3000
     reading_retention_days: int = 30
@@ -161,6 +188,40 @@ def _tls_file(environ: Mapping[str, str], name: str) -> str | None:
     return raw or None
 
 
+def _mqtt_url(environ: Mapping[str, str], name: str) -> MqttUrl | None:
+    """mqtt://user:pass@host[:port] or mqtts://...; user and password URL-decoded.
+
+    A bad value is reported without echoing it: it may hold the broker's password.
+    """
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return None
+    shape = f"{ENV_PREFIX}{name} must be mqtt://USER:PASSWORD@HOST[:PORT] or mqtts://..."
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError:
+        raise SettingsError(f"{shape} (the port is not a number from 1 to 65535)") from None
+    scheme = parts.scheme.lower()
+    if scheme not in MQTT_URL_PORTS:
+        raise SettingsError(f"{shape} (the scheme is neither mqtt nor mqtts)")
+    if not parts.hostname:
+        raise SettingsError(f"{shape} (no host)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise SettingsError(f"{shape} (no path, query or fragment)")
+    if not parts.username or not parts.password:
+        raise SettingsError(f"{shape} (the broker user and password are needed)")
+    if port == 0:
+        raise SettingsError(f"{shape} (the port is not a number from 1 to 65535)")
+    return MqttUrl(
+        tls=scheme == "mqtts",
+        host=parts.hostname,
+        port=port or MQTT_URL_PORTS[scheme],
+        username=unquote(parts.username),
+        password=unquote(parts.password),
+    )
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and check every DEVICECONTROL_* variable; raise SettingsError on a bad one."""
     env = os.environ if environ is None else environ
@@ -209,6 +270,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_listen=_listen_address(env, "MQTT_LISTEN", defaults.mqtt_listen),
         mqtt_tls_cert=_tls_file(env, "MQTT_TLS_CERT"),
         mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
+        mqtt_url=_mqtt_url(env, "MQTT_URL"),
+        mqtt_ca=_tls_file(env, "MQTT_CA"),
         command_ttl_s=_bounded_int(
             env, "COMMAND_TTL", defaults.command_ttl_s, low=1, high=MAX_COMMAND_TTL_S
         ),
@@ -229,6 +292,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             f"{ENV_PREFIX}MQTT_TLS_CERT and {ENV_PREFIX}MQTT_TLS_KEY go together: set both or none"
         )
+    if settings.mqtt_url is not None and settings.mqtt_tls_cert:
+        raise SettingsError(
+            f"{ENV_PREFIX}MQTT_TLS_CERT and _KEY are the embedded broker's; with "
+            f"{ENV_PREFIX}MQTT_URL the external broker holds the devices' TLS: unset them"
+        )
+    if settings.mqtt_ca and (settings.mqtt_url is None or not settings.mqtt_url.tls):
+        raise SettingsError(f"{ENV_PREFIX}MQTT_CA is for an mqtts:// {ENV_PREFIX}MQTT_URL only")
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(
             f"{ENV_PREFIX}DEFAULT_PAGE_SIZE ({settings.default_page_size}) must not exceed "

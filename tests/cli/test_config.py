@@ -158,3 +158,80 @@ def test_token_cache_defaults_to_half_a_second_and_may_be_turned_off():
 def test_token_cache_must_stay_within_a_second(raw):
     with pytest.raises(SettingsError, match="DEVICECONTROL_TOKEN_CACHE_MS"):
         load_settings({"DEVICECONTROL_TOKEN_CACHE_MS": raw})
+
+
+# --- DEVICECONTROL_MQTT_URL: the external broker (contract §9) ---------------------------------
+
+
+def test_without_mqtt_url_the_embedded_broker_is_used():
+    assert load_settings({}).mqtt_url is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "tls", "host", "port", "username", "password"),
+    [
+        ("mqtt://svc:pw@broker.internal:1999", False, "broker.internal", 1999, "svc", "pw"),
+        ("mqtt://svc:pw@broker", False, "broker", 1883, "svc", "pw"),
+        ("MQTTS://svc:pw@broker", True, "broker", 8883, "svc", "pw"),
+        ("mqtt://dev%40ops:p%3As%2Fw%40rd@[::1]:1884/", False, "::1", 1884, "dev@ops", "p:s/w@rd"),
+    ],
+)
+def test_mqtt_url_names_scheme_host_port_and_the_decoded_user_and_password(
+    raw, tls, host, port, username, password
+):
+    url = load_settings({"DEVICECONTROL_MQTT_URL": f" {raw} "}).mqtt_url
+    assert url is not None
+    assert (url.tls, url.host, url.port, url.username, url.password) == (
+        tls, host, port, username, password
+    )  # fmt: skip
+    assert password not in f"{url} {url!r}"  # what logs and errors may name
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("http://u:hidden-pw@broker", "scheme"),
+        ("broker:1883", "scheme"),
+        ("mqtt://broker", "user and password"),
+        ("mqtt://u@broker", "user and password"),
+        ("mqtt://u:@broker", "user and password"),
+        ("mqtt://u:hidden-pw@broker:0", "port"),
+        ("mqtt://u:hidden-pw@broker:65536", "port"),
+        ("mqtt://u:hidden-pw@broker:x", "port"),
+        ("mqtt://u:hidden-pw@:1883", "host"),
+        ("mqtt://u:hidden-pw@broker/topic", "path"),
+        ("mqtt://u:hidden-pw@broker?x=1", "query"),
+    ],
+)
+def test_a_bad_mqtt_url_is_refused_without_echoing_it(raw, problem):
+    with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_URL") as refused:
+        load_settings({"DEVICECONTROL_MQTT_URL": raw})
+    assert problem in str(refused.value)
+    assert "hidden-pw" not in str(refused.value)
+
+
+def test_the_embedded_brokers_tls_files_with_mqtt_url_are_refused(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("x")
+    key.write_text("x")
+    environ = {
+        "DEVICECONTROL_MQTT_URL": "mqtts://u:p@broker",
+        "DEVICECONTROL_MQTT_TLS_CERT": str(cert),
+        "DEVICECONTROL_MQTT_TLS_KEY": str(key),
+    }
+    with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_TLS_CERT"):
+        load_settings(environ)
+
+
+def test_mqtt_ca_is_a_file_for_an_mqtts_url_only(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    settings = load_settings({"DEVICECONTROL_MQTT_URL": "mqtts://u:p@broker",
+                              "DEVICECONTROL_MQTT_CA": str(ca)})  # fmt: skip
+    assert settings.mqtt_ca == str(ca)
+    with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_CA"):
+        load_settings({"DEVICECONTROL_MQTT_URL": "mqtt://u:p@broker",
+                       "DEVICECONTROL_MQTT_CA": str(ca)})  # fmt: skip
+    with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_CA"):
+        load_settings({"DEVICECONTROL_MQTT_URL": "mqtts://u:p@broker",
+                       "DEVICECONTROL_MQTT_CA": str(tmp_path / "missing.pem")})  # fmt: skip

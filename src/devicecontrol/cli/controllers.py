@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from devicecontrol.auth.clients import RECOMMENDED_SECRET_LENGTH, is_weak_secret
+from devicecontrol.cli import device_accounts
 from devicecontrol.cli.core import OperatorError, database_option, run_with_database
 from devicecontrol.cli.listing import Column, listing_options, print_listing
 from devicecontrol.cli.progress import file_progress
@@ -17,7 +18,7 @@ from devicecontrol.controllers import provisioning
 from devicecontrol.controllers.csvfile import replaced_atomically, row_writer
 from devicecontrol.controllers.export import ExportReport, export_controllers
 from devicecontrol.controllers.listing import ControllerFilters, list_controllers
-from devicecontrol.devices.identity import new_device_secret, rotate_device_secret
+from devicecontrol.devices.identity import new_device_secret
 from devicecontrol.errors import DomainError, InvalidField
 from devicecontrol.runtime import Runtime
 
@@ -67,7 +68,11 @@ def add(
     device_secret: str | None,
     database_url: str | None,
 ) -> None:
-    """Register one controller with its device secret (given, or generated and printed once)."""
+    """Register one controller with its device secret (given, or generated and printed once).
+
+    With DEVICECONTROL_MQTT_URL the device's account goes to that broker too; a broker that
+    refuses it or cannot be reached fails the command, and nothing is registered.
+    """
     if device_secret is not None and not device_secret.strip():
         raise OperatorError("device_secret: must not be empty")
     secret = new_device_secret() if device_secret is None else device_secret
@@ -92,7 +97,7 @@ def add(
         raise OperatorError(exc.detail) from None
 
     async def work(runtime: Runtime) -> None:
-        await provisioning.add_controller(runtime, spec)
+        await device_accounts.add_controller(runtime, spec)
 
     run_with_database(database_url, work)
     if device_secret is not None and is_weak_secret(device_secret):
@@ -122,12 +127,13 @@ def import_(file: Path, skip_invalid: bool, database_url: str | None) -> None:
     The optional device_secret column is stored as a digest; a row without one registers a
     device that cannot connect until rotate-secret gives it a secret. The online column
     only sets the initial value: once serve runs, the device link sets it. A progress bar
-    shows on stderr when it is a terminal.
+    shows on stderr when it is a terminal. With DEVICECONTROL_MQTT_URL every row with a
+    device_secret gets its account on that broker; a refusal imports nothing.
     """
     with file_progress("importing", file) as on_lines_read:
 
         async def work(runtime: Runtime) -> provisioning.ImportReport:
-            return await provisioning.import_controllers(
+            return await device_accounts.import_controllers(
                 runtime, file, skip_invalid=skip_invalid, on_lines_read=on_lines_read
             )
 
@@ -227,9 +233,13 @@ def rotate_secret(serial: str, database_url: str | None) -> None:
     """Give a controller a new device secret and print it, alone on the last line.
 
     The old secret stops working at once (a device connected with it is disconnected).
-    Only a digest is stored, so this is the one time the secret can be read.
+    Only a digest is stored, so this is the one time the secret can be read. With
+    DEVICECONTROL_MQTT_URL that broker takes the new secret first; if it cannot, the old
+    secret stays.
     """
-    secret = run_with_database(database_url, lambda runtime: rotate_device_secret(runtime, serial))
+    secret = run_with_database(
+        database_url, lambda runtime: device_accounts.rotate_device_secret(runtime, serial)
+    )
     click.echo(
         f"New device secret of {serial}, shown this once (only a digest is stored); "
         "the old one no longer works:"

@@ -35,7 +35,8 @@ from devicecontrol.runtime import Runtime
               help="After SIGTERM, how long requests in flight may take to finish.")  # fmt: skip
 @click.option("--demo", is_flag=True, help="Fill an empty database with demo data first.")
 @click.option("--device-link/--no-device-link", default=True, show_default=True,
-              help="Run the devices' MQTT broker (one serve per database).")  # fmt: skip
+              help="Run the device link: the embedded MQTT broker, or the client of "
+                   "DEVICECONTROL_MQTT_URL's broker (one per deployment).")  # fmt: skip
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default=None,
               help="json or text  [default: DEVICECONTROL_LOG_FORMAT, else json]")  # fmt: skip
 @database_option
@@ -69,7 +70,15 @@ def serve(
     # /metrics sums the values of the workers and the device link
     with shared_metrics_directory(workers) as metrics_directory:
         link = _start_device_link(metrics_directory) if device_link else None
-        simulated = _start_demo_devices(settings.mqtt_listen) if demo and link else None
+        simulated = None
+        if demo and link and settings.mqtt_url is None:
+            simulated = _start_demo_devices(settings.mqtt_listen)
+        elif demo and link:
+            click.echo(
+                "With DEVICECONTROL_MQTT_URL the demo's devices are not simulated: their "
+                "accounts are not on that broker (add them with controllers rotate-secret).",
+                err=True,
+            )
         try:
             # SIGTERM: refuse new connections, finish the requests in flight, close the
             # device connections, exit 0
@@ -96,8 +105,9 @@ def serve(
 
 
 def _start_device_link(metrics_directory: str) -> LinkProcess:
-    """One broker for all the workers, in a process of its own, listening before HTTP is;
-    a taken MQTT port is a one-line error."""
+    """One link for all the workers, in a process of its own, listening (or connected to
+    the external broker) before HTTP is; a taken MQTT port or an unreachable broker is a
+    one-line error."""
     try:
         return LinkProcess.start(metrics_directory)
     except LinkError as exc:

@@ -230,3 +230,57 @@ class DeviceBroker(Broker):
 
     async def retain_message(self, *_: Any, **__: Any) -> None:
         """Retained messages are not kept (the service sends none; devices need none)."""
+
+
+class EmbeddedBroker:
+    """The link's own broker, the default (contract §9): amqtt on ``listen``, the devices'
+    TLS when the settings name a certificate; the ``LinkBroker`` of ``link.py``."""
+
+    devices_outlive_link = False
+    checks_secrets = False  # amqtt asks the link; the link closes a rotated secret's connection
+
+    def __init__(self, link: DeviceLink, listen: str) -> None:
+        self.link = link
+        self.listen = listen
+        self.where = {"listen": listen}
+        self._broker: DeviceBroker | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the kernel's pick when ``listen`` names port 0)."""
+        assert self._port is not None, "the link is not started"
+        return self._port
+
+    @property
+    def ready(self) -> bool:
+        return self._broker is not None
+
+    async def start(self) -> None:
+        """Listen for devices (``LinkError`` if that cannot be), everyone offline first."""
+        settings = self.link.runtime.settings
+        listener = listening_socket(self.listen)
+        self._port = int(listener.getsockname()[1])
+        try:
+            context = None
+            if settings.mqtt_tls_cert and settings.mqtt_tls_key:
+                context = tls_context(settings.mqtt_tls_cert, settings.mqtt_tls_key)
+            await self.link.reset_online()
+            self._broker = DeviceBroker(self.link, listener, context)
+            await self._broker.start()
+        except BaseException:
+            listener.close()
+            raise
+
+    async def shutdown(self) -> None:
+        """Close every device connection (each then ends as usual, in the link too)."""
+        if self._broker is not None:
+            await self._broker.shutdown()
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        assert self._broker is not None
+        await self._broker.internal_message_broadcast(topic, payload, qos=1)
+
+    async def close_connection(self, connection: DeviceConnection) -> None:
+        if self._broker is not None:
+            await self._broker.close_connection(connection)

@@ -9,6 +9,7 @@ throttled even the right secret is refused, the same way.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from devicecontrol import throttling
@@ -92,12 +93,19 @@ async def authenticate_device(
     return None
 
 
-async def rotate_device_secret(runtime: Runtime, serial_number: str) -> str:
+async def rotate_device_secret(
+    runtime: Runtime,
+    serial_number: str,
+    *,
+    before_commit: Callable[[str], Awaitable[None]] | None = None,
+) -> str:
     """A new secret for the device; the old one stops working at once (the link closes a
     connection made with it within 2 s).
 
-    Audited on success only, like the other operators' commands: a failed command already
-    says why in its one line on stderr.
+    ``before_commit`` gets the new secret as the transaction's last step (an external
+    broker takes it there): what it raises leaves the old secret in place. Audited on
+    success only, like the other operators' commands: a failed command already says why in
+    its one line on stderr.
     """
     secret = new_device_secret()
     async with runtime.database.write() as connection:
@@ -105,5 +113,7 @@ async def rotate_device_secret(runtime: Runtime, serial_number: str) -> str:
             connection, serial_number, device_secret_digest(secret)
         ):
             raise NotFound(f"no controller has the serial number {serial_number}")
+        if before_commit is not None:
+            await before_commit(secret)
     audit.record("device_secret_rotation", audit.SUCCESS, serial_number=serial_number)
     return secret

@@ -1,11 +1,14 @@
-"""The device link: the embedded MQTT broker and the service's side of it (contract §9).
+"""The device link: the service's side of the devices' MQTT broker (contract §9).
 
-The broker (``broker.py``, amqtt) speaks MQTT; the link applies the rules: who is connected
-(``online``), what their messages become (readings, results), which commands they get and
-when, and whose secret changed. It runs in one process whatever the number of HTTP
-workers (``link_process.py``). Commands are rows: the link polls the table for those of
-its connected devices, so a command made by any process, before or after a restart,
-reaches its device.
+The broker speaks MQTT; the link applies the rules: who is connected (``online``), what
+their messages become (readings, results), which commands they get and when, and whose
+secret changed. The broker is either the embedded one (``broker.py``, amqtt, the default)
+or an external one the link is a client of (``external.py``, ``DEVICECONTROL_MQTT_URL``);
+both report to the same methods here, behind the small ``LinkBroker`` face, so that the
+rules are written once. The link runs in one process whatever the number of HTTP workers
+(``link_process.py``). Commands are rows: the link polls the table for those of its
+connected devices, so a command made by any process, before or after a restart, reaches
+its device.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Row
 
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import delivery, identity, repository, topics
-from devicecontrol.devices.broker import DeviceBroker, LinkError, listening_socket, tls_context
+from devicecontrol.devices.broker import EmbeddedBroker, LinkError
+from devicecontrol.devices.external import ExternalBroker
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import DeviceWork, MessageRate, drop
 from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES
@@ -29,7 +33,7 @@ from devicecontrol.observability.logs import emit
 from devicecontrol.observability.metrics import DEVICE_MESSAGES, DEVICES_CONNECTED
 from devicecontrol.runtime import Runtime
 
-__all__ = ["DeviceConnection", "DeviceLink", "LinkError"]
+__all__ = ["DeviceConnection", "DeviceLink", "LinkBroker", "LinkError"]
 
 POLL_S = 0.1  # new commands reach a connected device this soon
 WATCH_S = 1.0  # a rotated secret closes its connection this soon
@@ -55,68 +59,128 @@ class DeviceConnection:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+class LinkBroker(Protocol):
+    """What the link needs of a broker: it starts, stops, carries the link's commands to
+    devices and ends a connection; it reports connections, subscriptions and publications
+    to the link's methods below. No rule of contract §9 lives behind this face."""
+
+    # what the logs name: {"listen": HOST:PORT} or {"broker": URL without the password}
+    where: dict[str, str]
+    # the devices stay connected to the broker when the link stops (an external broker):
+    # stopping neither waits for their connections to end nor sets them offline
+    devices_outlive_link: bool
+    # the broker itself ends a connection whose secret was rotated (Mosquitto's dynamic
+    # security does): the link does not look for them
+    checks_secrets: bool
+
+    @property
+    def ready(self) -> bool:
+        """Commands can be published now (an external broker may be out of reach)."""
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def publish(self, topic: str, payload: bytes) -> None: ...
+
+    async def close_connection(self, connection: DeviceConnection) -> None: ...
+
+
 class DeviceLink:
     def __init__(self, runtime: Runtime, *, listen: str | None = None) -> None:
+        """The embedded broker on ``listen`` (else the setting), or, when the settings name
+        ``DEVICECONTROL_MQTT_URL`` and no ``listen`` is given, a client of that broker."""
         settings = runtime.settings
         self.runtime = runtime
-        self.listen = listen or settings.mqtt_listen
         self.connections: dict[str, DeviceConnection] = {}  # the current one per serial
         self.rate = MessageRate(settings.device_message_rate)
         self.work = DeviceWork(max_messages=settings.device_message_rate.limit)
         self.round_trips = delivery.RoundTrips()
-        self.broker: DeviceBroker | None = None
+        self.broker: LinkBroker
+        if settings.mqtt_url is not None and listen is None:
+            self.broker = ExternalBroker(self, settings.mqtt_url, ca_file=settings.mqtt_ca)
+        else:
+            self.broker = EmbeddedBroker(self, listen or settings.mqtt_listen)
         self._live: set[DeviceConnection] = set()  # not ended yet, taken-over ones included
         self._tasks: list[asyncio.Task[None]] = []
         self._failing: set[str] = set()  # periodic tasks failing now (logged once)
-        self._port: int | None = None
+        self._undelivered: set[str] = set()  # serials whose delivery failed half-way
 
     @property
     def port(self) -> int:
-        """The port it listens on (the kernel's pick when ``listen`` names port 0)."""
-        assert self._port is not None, "the link is not started"
-        return self._port
+        """The port the embedded broker listens on (the kernel's pick for port 0)."""
+        assert isinstance(self.broker, EmbeddedBroker), "an external broker has no port here"
+        return self.broker.port
 
     async def start(self) -> None:
-        """Listen for devices (``LinkError`` if that cannot be), everyone offline first."""
-        settings = self.runtime.settings
-        listener = listening_socket(self.listen)
-        self._port = int(listener.getsockname()[1])
-        try:
-            context = None
-            if settings.mqtt_tls_cert and settings.mqtt_tls_key:
-                context = tls_context(settings.mqtt_tls_cert, settings.mqtt_tls_key)
-            async with self.runtime.database.write() as connection:
-                await repository.set_everyone_offline(connection)
-            self.broker = DeviceBroker(self, listener, context)
-            await self.broker.start()
-        except BaseException:
-            listener.close()
-            raise
+        """Start the broker (``LinkError`` with a one-line reason if it cannot be); it sets
+        who is online first (``reset_online`` or ``adopt_online``)."""
+        await self.broker.start()
         self._tasks = [
             asyncio.create_task(self._deliver_new_commands(), name="link: new commands"),
             asyncio.create_task(self._watch(), name="link: secrets"),
         ]
-        DEVICES_CONNECTED.set(0)
-        emit(logger, logging.INFO, {"event": "device_link_started", "listen": self.listen})
+        DEVICES_CONNECTED.set(len(self.connections))
+        emit(logger, logging.INFO, {"event": "device_link_started", **self.broker.where})
 
     async def stop(self) -> None:
-        """Close every device connection cleanly, store what was accepted, all offline."""
+        """Stop the broker and store what was accepted. The embedded broker's devices are
+        disconnected cleanly and set offline; an external broker's stay connected to it,
+        and online."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.broker is not None:
-            await self.broker.shutdown()
-        ends = [connection.ended.wait() for connection in self._live]
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
+        await self.broker.shutdown()
+        if not self.broker.devices_outlive_link:
+            ends = [connection.ended.wait() for connection in self._live]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
         await self.work.drained()
-        try:
-            async with self.runtime.database.write() as connection:
-                await repository.set_everyone_offline(connection)
-        except Exception:
-            logger.warning("could not set the devices offline on stopping", exc_info=True)
+        if not self.broker.devices_outlive_link:
+            try:
+                async with self.runtime.database.write() as connection:
+                    await repository.set_everyone_offline(connection)
+            except Exception:
+                logger.warning("could not set the devices offline on stopping", exc_info=True)
         DEVICES_CONNECTED.set(0)
-        emit(logger, logging.INFO, {"event": "device_link_stopped", "listen": self.listen})
+        emit(logger, logging.INFO, {"event": "device_link_stopped", **self.broker.where})
+
+    # --- who is online when the broker starts or comes back (called by the broker) ------
+
+    async def reset_online(self) -> None:
+        """Everyone offline: the link knows of no connection (it starts, or an external
+        broker's record of the time the link was away is gone)."""
+        await self.work.drained()  # no online or offline of before may land after this
+        for connection in self.connections.values():
+            connection.ended.set()
+            self._live.discard(connection)
+        self.connections.clear()
+        async with self.runtime.database.write() as connection:
+            await repository.set_everyone_offline(connection)
+        DEVICES_CONNECTED.set(0)
+
+    async def adopt_online(self) -> None:
+        """The devices the database has online are connected and subscribed: an external
+        broker kept every event of the time the link was away, and replays them next."""
+        await self.work.drained()
+        async with self.runtime.database.read() as connection:
+            rows = await repository.online_devices(connection)
+        for row in rows:
+            if row.serial_number not in self.connections:
+                device = DeviceIdentity(
+                    row.id, row.serial_number, row.type, row.device_secret_digest or ""
+                )
+                adopted, _ = self.claim(device, "")
+                adopted.subscribed = True
+        DEVICES_CONNECTED.set(len(self.connections))
+
+    def broker_ready(self) -> None:
+        """The broker is back: deliveries that failed on the way out are made again."""
+        for serial_number in sorted(self._undelivered):
+            connection = self.connections.get(serial_number)
+            if connection is not None and connection.subscribed:
+                self._deliver(connection, None)
+        self._undelivered.clear()
 
     # --- connections (called by the broker) ----------------------------------------------
 
@@ -227,13 +291,17 @@ class DeviceLink:
             await delivery.deliver(
                 self.runtime, device, rows, publish=self._publish, round_trips=self.round_trips
             )
+        except Exception:
+            # a command marked sent may not have gone out (an external broker out of reach):
+            # everything deliverable goes again once the broker is back (at least once)
+            self._undelivered.add(connection.identity.serial_number)
+            raise
         finally:
             connection.delivering = False
 
     async def _publish(self, topic: str, payload: bytes) -> None:
         """To the one session allowed to subscribe to ``topic``: its device's."""
-        assert self.broker is not None
-        await self.broker.internal_message_broadcast(topic, payload, qos=1)
+        await self.broker.publish(topic, payload)
 
     async def _deliver_new_commands(self) -> None:
         """Commands made since (by any process): the table, polled for subscribed devices."""
@@ -244,7 +312,7 @@ class DeviceLink:
                 for c in self.connections.values()
                 if c.subscribed and not c.delivering
             }
-            if not waiting:
+            if not waiting or not self.broker.ready:
                 continue
             try:
                 async with self.runtime.database.read() as connection:
@@ -273,6 +341,8 @@ class DeviceLink:
             await asyncio.sleep(WATCH_S)
             self.rate.forget_full()
             self.round_trips.forget_expired()
+            if self.broker.checks_secrets:
+                continue
             try:
                 await self._close_rotated()
                 self._failing.discard("check device secrets")
@@ -281,7 +351,7 @@ class DeviceLink:
 
     async def _close_rotated(self) -> None:
         live = list(self.connections.values())
-        if not live or self.broker is None:
+        if not live:
             return
         async with self.runtime.database.read() as connection:
             digests = await repository.secret_digests(

@@ -3,9 +3,11 @@ number of HTTP workers (``python -m devicecontrol.devices.link_process``).
 
 ``serve`` starts it once the migrations have run and before uvicorn listens, and reads
 its first line on stdout: ``ready``, or the one-line reason it cannot start (a taken
-port, unusable TLS files). SIGTERM or SIGINT stop it cleanly: device connections closed,
-the devices offline, exit 0. Its stdin is a lifeline: should ``serve`` die without
-stopping it, the pipe closes and the link stops as well, freeing the port.
+port, unusable TLS files, an external broker out of reach or refusing). SIGTERM or SIGINT
+stop it cleanly, exit 0: the embedded broker's device connections closed and the devices
+offline; an external broker's devices stay connected to it (and online). Its stdin is a
+lifeline: should ``serve`` die without stopping it, the pipe closes and the link stops as
+well, freeing the port.
 
 It reads its settings from the environment, as uvicorn's workers do, and writes its
 metrics to the directory ``serve`` names in ``PROMETHEUS_MULTIPROC_DIR``.

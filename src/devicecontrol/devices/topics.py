@@ -33,6 +33,17 @@ def publication_kind(serial_number: str, topic: str) -> str | None:
     return _PUBLICATIONS.get(topic[len(prefix) :])
 
 
+def publisher_of(topic: str) -> str | None:
+    """The serial number in a device publication topic (``devices/+/state`` or
+    ``devices/+/commands/result``), else None."""
+    parts = topic.split("/")
+    if parts[0] != "devices" or not parts[1:2] or not parts[1]:
+        return None
+    if parts[2:] == ["state"] or parts[2:] == ["commands", "result"]:
+        return parts[1]
+    return None
+
+
 def may_subscribe(serial_number: str, topic_filter: str) -> bool:
     """Only the device's own commands topic, spelled out (no wildcards)."""
     return topic_filter == commands_topic(serial_number)
