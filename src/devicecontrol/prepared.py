@@ -25,6 +25,7 @@ from sqlalchemy.exc import MultipleResultsFound, NoResultFound
 from sqlalchemy.sql.base import Executable
 
 Processor = Callable[[Any], Any] | None
+_NOTHING = object()  # equal to no parameter value
 
 
 class RowsResult(Protocol):
@@ -45,13 +46,23 @@ class CompiledForm:
     bind_processors: tuple[Processor, ...]
     processed: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, its result processor)
     row: type
+    # per parameter, the last value a bind processor took and what it made of it
+    last_processed: list[tuple[Any, Any]]
 
     def arguments(self, parameters: Mapping[str, Any]) -> tuple[Any, ...]:
         values = []
         literals = self.literals
-        for name, process in zip(self.names, self.bind_processors, strict=True):
+        last = self.last_processed
+        for index, (name, process) in enumerate(zip(self.names, self.bind_processors, strict=True)):
             value = literals[name] if name in literals else parameters[name]
-            values.append(value if process is None or value is None else process(value))
+            if process is not None and value is not None:
+                # the same value as last time (``now``, within its second): processed already
+                seen, processed = last[index]
+                if value != seen:
+                    processed = process(value)
+                    last[index] = (value, processed)
+                value = processed
+            values.append(value)
         return tuple(values)
 
     def rows(self, raw_rows: Sequence[Sequence[Any]]) -> list[Any]:
@@ -124,6 +135,7 @@ class Prepared:
                 if process is not None
             ),
             row=namedtuple("PreparedRow", [column.keyname for column in columns]),  # type: ignore[misc]
+            last_processed=[(_NOTHING, None)] * len(names),
         )
 
     def run_sqlite(

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
@@ -78,9 +77,14 @@ MacFilter = Annotated[
 ]
 
 
-def controller_body(row: Row) -> ControllerBody:
-    """A controller as the list shows it, from ``controllers.repository.BODY_COLUMNS``."""
-    return ControllerBody(
+Body = TypeVar("Body", bound=ControllerBody)
+
+
+def controller_body(row: Row, kind: type[Body] = ControllerBody, **more: Any) -> Body:  # type: ignore[assignment]
+    """A controller as the list shows it, from ``controllers.repository.BODY_COLUMNS``;
+    ``kind`` and ``more`` make the single read's larger body (``ControllerDetail``)."""
+    return kind(
+        **more,
         user_id=row.user_id,
         serial_number=row.serial_number,
         mac=row.mac,
@@ -150,8 +154,9 @@ async def controller_read(runtime: Runtime, user_id: int, serial_number: str) ->
 
 def controller_document(detail: service.ControllerView, serial_number: str) -> ControllerResponse:
     """The single read's HAL document; the hot-read lane (``hot_reads.py``) builds it too."""
-    controller = ControllerDetail(
-        **msgspec.structs.asdict(controller_body(detail.row)),
+    controller = controller_body(
+        detail.row,
+        ControllerDetail,
         relation=ControllerRelation(command_log=detail.command_log),
     )
     return ControllerResponse(
