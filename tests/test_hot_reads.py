@@ -9,6 +9,7 @@ lane really answered: its controller read is one statement where Litestar's is t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -189,3 +190,41 @@ async def test_a_token_in_the_cache_costs_the_read_alone(lanes) -> None:
     assert response.status_code == 200
     assert len(statements) == 1
     assert "access_tokens" not in statements[0]
+
+
+async def _asgi_post(app: Litestar, path: str, headers: dict[str, str], body: bytes) -> int:
+    """POST through the app as uvicorn would drive it: after the body, ``receive`` waits
+    until the client goes away (httpx's test transport says "disconnected" at once)."""
+    statuses = []
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # no more messages: only a disconnect would come
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }  # fmt: skip
+    await asyncio.wait_for(app(scope, receive, send), timeout=5)
+    return statuses[0]
+
+
+@pytest.mark.parametrize("body", [b"", b"{}", b'{"serial_number":"BEN1"}'])
+async def test_a_body_the_lane_read_is_read_again_by_litestar(lanes, body) -> None:
+    """An error after the lane read the body (here: none, no serial number, not yours) is
+    Litestar's to answer, and Litestar must get the body again, not wait for it."""
+    hot = lanes["apps"][0]
+    headers = {**lanes["ana"], "Content-Type": "application/json"}
+    status = await _asgi_post(hot, "/v1/provider/fetch", headers, body)
+    assert status == (404 if body.startswith(b'{"serial') else 400)

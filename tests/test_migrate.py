@@ -6,6 +6,7 @@ import asyncio
 
 import asyncpg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from devicecontrol.db import Database
@@ -38,7 +39,7 @@ async def test_a_migration_waits_out_a_lock_longer_than_the_statement_timeout(
         # the request path keeps its bound
         with pytest.raises(TimeoutError):
             async with database.read() as connection:
-                await connection.exec_driver_sql("SELECT pg_sleep(2)")
+                await connection.execute(text("SELECT pg_sleep(2)"))
     finally:
         await holder.close()
         await database.dispose()

@@ -211,7 +211,10 @@ class HotReads:
             body, more = await self._read_body(receive)
         answer = None if more else await self._answer(scope, route, argument, body)
         if answer is None:
-            await self.app(scope, _replay(body, more, receive) if body or more else receive, send)
+            # what this lane read of the body, Litestar reads again (an empty body too: the
+            # request's one http.request message is gone from ``receive``)
+            read = route.method == "POST"
+            await self.app(scope, _replay(body, more, receive) if read else receive, send)
             return
         caller, encoded, accept_encoding = answer
         scope["path_template"] = route.template
