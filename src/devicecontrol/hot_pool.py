@@ -26,8 +26,6 @@ from devicecontrol.prepared import Prepared, PreparedResult
 
 # the connections a process keeps for hot reads (besides the read and write engines')
 HOT_POOL_SIZE = 8
-# a dead connection is replaced and the statement tried again, once
-ATTEMPTS = 2
 
 
 async def _keep_session(_connection: asyncpg.Connection) -> None:
@@ -66,17 +64,19 @@ class HotPool:
 
     async def run(self, statement: Prepared, parameters: Mapping[str, Any]) -> PreparedResult:
         pool = self._pool or await self._opened()
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                async with pool.acquire(timeout=self._acquire_timeout_s) as connection:
-                    return await statement.run_asyncpg(self._dialect, connection, parameters)
-            except TimeoutError:
-                raise  # a stuck server or pool: trying again would only wait again
-            except (asyncpg.InterfaceError, OSError):  # closed, reset, refused
-                if attempt == ATTEMPTS:
-                    raise
-                await pool.expire_connections()  # the server restarted: every one is dead
-        raise AssertionError("unreachable")
+        try:
+            return await self._run_on(pool, statement, parameters)
+        except TimeoutError:
+            raise  # a stuck server or pool: trying again would only wait again
+        except (asyncpg.InterfaceError, OSError):  # closed, reset, refused
+            await pool.expire_connections()  # the server restarted: every one is dead
+        return await self._run_on(pool, statement, parameters)  # once more, on a new one
+
+    async def _run_on(
+        self, pool: asyncpg.Pool, statement: Prepared, parameters: Mapping[str, Any]
+    ) -> PreparedResult:
+        async with pool.acquire(timeout=self._acquire_timeout_s) as connection:
+            return await statement.run_asyncpg(self._dialect, connection, parameters)
 
     def usage(self) -> tuple[int, int]:
         """(connections in use, the most it opens), for /metrics."""

@@ -18,22 +18,13 @@ import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import MultipleResultsFound, NoResultFound
 from sqlalchemy.sql.base import Executable
 
 Processor = Callable[[Any], Any] | None
 _NOTHING = object()  # equal to no parameter value
-
-
-class RowsResult(Protocol):
-    """The part of SQLAlchemy's ``Result`` the repositories use."""
-
-    def first(self) -> Any: ...
-    def all(self) -> Sequence[Any]: ...
-    def scalar_one(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +73,8 @@ class CompiledForm:
 
 
 class PreparedResult:
-    """Rows already fetched, with the accessors of SQLAlchemy's ``Result`` that are used."""
+    """Rows already fetched, with the accessors of SQLAlchemy's ``Result`` that the hot
+    statements' repositories use."""
 
     __slots__ = ("_rows",)
 
@@ -94,13 +86,6 @@ class PreparedResult:
 
     def all(self) -> list[Any]:
         return self._rows
-
-    def scalar_one(self) -> Any:
-        if not self._rows:
-            raise NoResultFound("No row was found when one was required")
-        if len(self._rows) > 1:
-            raise MultipleResultsFound("Multiple rows were found when exactly one was required")
-        return self._rows[0][0]
 
 
 class Prepared:

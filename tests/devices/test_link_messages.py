@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from sqlalchemy import select
 
-from devicecontrol.devices import commands, readings_repository
+from devicecontrol.devices import commands
+from devicecontrol.tables import latest_readings
 from tests.devices.link_support import (
     controller,
     device,
@@ -48,7 +50,8 @@ async def test_a_state_message_is_stored_as_the_latest_reading_and_sets_last_see
         ]
         row = await controller(runtime, SERIAL)
         async with runtime.database.read() as connection:
-            latest = await readings_repository.latest_reading(connection, row.id)
+            query = select(latest_readings).where(latest_readings.c.controller_id == row.id)
+            latest = (await connection.execute(query)).one()
         assert msgspec.json.decode(latest.payload) == {"relay_state": "off", "power": [0.0]}
         assert row.last_seen is not None and row.last_seen >= latest.created_at
         assert metric("devicecontrol_device_messages_total", kind="state") == before + 2

@@ -50,13 +50,6 @@ async def insert_reading(
         )
 
 
-async def latest_reading(connection: Reader, controller_id: int) -> Row | None:
-    query = select(
-        latest_readings.c.assignment_id, latest_readings.c.payload, latest_readings.c.created_at
-    ).where(latest_readings.c.controller_id == controller_id)
-    return (await connection.execute(query)).first()
-
-
 def _readings_of(controller_id: int, assignment_id: int, since: Any, until: Any) -> list[Any]:
     conditions = [
         readings.c.controller_id == controller_id,
