@@ -66,9 +66,15 @@ def free_port() -> int:
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The children's environment; a server's device link listens on a free port of its
-    own unless the test names one (never the default 1884, which tests would share)."""
+    own unless the test names one (never the default 1884, which tests would share).
+
+    Children hash passwords with the suite's minimal argon2 profile, as in-process tests do
+    (production cost was most of an end-to-end test's time); a test about the real cost
+    passes ``DEVICECONTROL_PASSWORD_HASHING=standard``.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEVICECONTROL_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["DEVICECONTROL_PASSWORD_HASHING"] = "test-only-minimal"
     env.update(extra or {})
     env.setdefault("DEVICECONTROL_MQTT_LISTEN", f"127.0.0.1:{free_port()}")
     return env
@@ -152,8 +158,13 @@ def running_server(
     workdir: Path,
     *extra_args: str,
     env: Mapping[str, str] | None = None,
+    device_link: bool = False,
 ) -> Iterator[Server]:
-    """``devicecontrol serve`` on a free port, answering HTTP; stopped when the block ends."""
+    """``devicecontrol serve`` on a free port, answering HTTP; stopped when the block ends.
+
+    Without its device link (``--no-device-link``) unless the test is about devices: the
+    link is a process of its own, and its start and CPU were a large part of the suite.
+    """
     port = free_port()
     stdout_path, stderr_path = workdir / "serve.stdout", workdir / "serve.stderr"
     command = [
@@ -163,6 +174,7 @@ def running_server(
         str(port),
         "--database-url",
         database_url,
+        *([] if device_link else ["--no-device-link"]),
         *extra_args,
     ]
     environment = child_environment(env)

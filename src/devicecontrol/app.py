@@ -197,4 +197,11 @@ def create_app_from_environment() -> Litestar:
     logging.captureWarnings(True)  # Python's warnings, too, become lines in the log format
     # no format writes a record's thread or process: skip looking them up for every line
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    return create_app(load_settings())
+    settings = load_settings()
+    if settings.password_hashing != "standard":
+        logging.getLogger("devicecontrol").warning(
+            "DEVICECONTROL_PASSWORD_HASHING=%s: password hashes cost next to nothing to "
+            "guess; for test suites only, never in production",
+            settings.password_hashing,
+        )
+    return create_app(settings)

@@ -20,6 +20,10 @@ ENV_PREFIX = "DEVICECONTROL_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # json: one JSON object per line, for log collectors; text: key=value lines, for people
 LOG_FORMATS = ("json", "text")
+# argon2id's parameters: the library's recommended ones, or the lowest it accepts, which
+# only a test suite may use (its servers and CLI runs would otherwise spend most of their
+# time hashing); a process that runs with the latter says so in its log at start-up
+PASSWORD_HASHING = ("standard", "test-only-minimal")
 
 
 class SettingsError(ValueError):
@@ -94,6 +98,7 @@ class Settings:
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
     token_cache_ms: int = 500
+    password_hashing: str = "standard"
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -232,6 +237,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     log_format = env.get(ENV_PREFIX + "LOG_FORMAT", "json").strip().lower() or "json"
     if log_format not in LOG_FORMATS:
         raise SettingsError(f"{ENV_PREFIX}LOG_FORMAT must be json or text, got {log_format!r}")
+    password_hashing = env.get(ENV_PREFIX + "PASSWORD_HASHING", "").strip() or "standard"
+    if password_hashing not in PASSWORD_HASHING:
+        raise SettingsError(
+            f"{ENV_PREFIX}PASSWORD_HASHING must be one of {', '.join(PASSWORD_HASHING)}, "
+            f"got {password_hashing!r}"
+        )
     settings = Settings(
         database_url=env.get(ENV_PREFIX + "DATABASE_URL", "").strip() or DEFAULT_DATABASE_URL,
         access_token_ttl=_positive_int(env, "ACCESS_TOKEN_TTL", defaults.access_token_ttl),
@@ -287,6 +298,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         token_cache_ms=_milliseconds(
             env, "TOKEN_CACHE_MS", defaults.token_cache_ms, maximum=MAX_TOKEN_CACHE_MS
         ),
+        password_hashing=password_hashing,
     )
     if bool(settings.mqtt_tls_cert) != bool(settings.mqtt_tls_key):
         raise SettingsError(

@@ -7,10 +7,12 @@ a plain class on purpose: Litestar then injects it as it is, without validating 
 
 from __future__ import annotations
 
+import logging
 import os
 
 import anyio
 
+from devicecontrol.auth import passwords
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
@@ -31,6 +33,9 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
+        """The runtime of a process; a test-only hashing profile becomes this process's."""
+        if settings.password_hashing != "standard":
+            passwords.use_hasher(passwords.HASHERS[settings.password_hashing])
         return cls(settings=settings, database=Database(settings.database_url))
 
     async def close(self) -> None:

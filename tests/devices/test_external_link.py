@@ -98,7 +98,7 @@ async def provision(broker: DynsecMosquitto, database_url: str, *serials: str) -
 def serving(broker: DynsecMosquitto, database_url: str, workdir: Path) -> Iterator[Server]:
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"DEVICECONTROL_MQTT_URL": broker.url}
-    with running_server(database_url, workdir, env=env) as server:
+    with running_server(database_url, workdir, env=env, device_link=True) as server:
         yield server
 
 

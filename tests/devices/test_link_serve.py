@@ -127,7 +127,9 @@ async def test_two_workers_run_one_broker_and_commands_from_any_worker_reach_the
 ):
     await provision(database_url)
     port, env = mqtt_environment()
-    with running_server(database_url, tmp_path, "--workers", "2", env=env) as server:
+    with running_server(
+        database_url, tmp_path, "--workers", "2", env=env, device_link=True
+    ) as server:
         assert len(link_processes(server)) == 1
         async with plug(port) as device:
             await device.subscribe(COMMANDS, qos=1)
@@ -149,7 +151,7 @@ def _with_reading(server: Server) -> dict[str, float] | None:
 async def test_sigterm_closes_the_device_connections_and_serve_exits_0(database_url, tmp_path):
     await provision(database_url)
     port, env = mqtt_environment()
-    with running_server(database_url, tmp_path, env=env) as server:
+    with running_server(database_url, tmp_path, env=env, device_link=True) as server:
         async with plug(port) as device:
             await device.subscribe(COMMANDS, qos=1)
             metrics = await eventually(
@@ -168,10 +170,10 @@ async def test_sigterm_closes_the_device_connections_and_serve_exits_0(database_
 async def test_a_restart_of_serve_delivers_the_commands_queued_meanwhile(database_url, tmp_path):
     await provision(database_url)
     port, env = mqtt_environment()
-    with running_server(database_url, tmp_path, env=env) as server:
+    with running_server(database_url, tmp_path, env=env, device_link=True) as server:
         token = access_token(server)
         made = [make_command(server, token, state) for state in ("on", "off")]
-    with running_server(database_url, tmp_path, env=env):
+    with running_server(database_url, tmp_path, env=env, device_link=True):
         async with plug(port) as device:
             await nothing_arrives(device, within=0.3)
             await device.subscribe(COMMANDS, qos=1)
@@ -195,7 +197,7 @@ async def test_debug_logging_never_writes_a_device_secret(database_url, tmp_path
     await provision(database_url)
     wrong = "wrong-secret-that-must-not-be-logged"
     port, env = mqtt_environment(DEVICECONTROL_LOG_LEVEL="debug")
-    with running_server(database_url, tmp_path, env=env) as server:
+    with running_server(database_url, tmp_path, env=env, device_link=True) as server:
         refused = aiomqtt.Client("127.0.0.1", port, identifier=SERIAL, username=SERIAL,
                                  password=wrong, timeout=5)  # fmt: skip
         try:
@@ -225,7 +227,7 @@ def _logged(server: Server, event: str) -> bool:
 async def test_a_device_link_that_dies_is_started_again(database_url, tmp_path):
     await provision(database_url)
     port, env = mqtt_environment()
-    with running_server(database_url, tmp_path, env=env) as server:
+    with running_server(database_url, tmp_path, env=env, device_link=True) as server:
         [first] = link_processes(server)
         os.kill(first, signal.SIGKILL)
         [second] = await eventually(lambda: _other_link(server, first), within=10)

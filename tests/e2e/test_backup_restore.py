@@ -26,6 +26,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.cli.support import run_cli_in_process
 from tests.conftest import POSTGRESQL_ONLY, POSTGRESQL_URL
 from tests.processes import run_cli, running_server
 
@@ -49,15 +50,34 @@ def serial(number: int) -> str:
 
 def provision(database_url: str, directory: Path) -> None:
     """A client, ana owning BK-OWNED, and CONTROLLERS unowned ones registered after it."""
-    ok(run_cli("clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url))
-    ok(run_cli("users", "create", "ana@example.com", "--password", PASSWORD,
-               database_url=database_url))  # fmt: skip
-    ok(run_cli("controllers", "add", "BK-OWNED", "--mac", "02:00:00:00:ff:ff", "--type",
-               "melissa", "--owner", "ana@example.com", database_url=database_url))  # fmt: skip
+    ok(
+        run_cli_in_process(
+            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "users", "create", "ana@example.com", "--password", PASSWORD, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "controllers",
+            "add",
+            "BK-OWNED",
+            "--mac",
+            "02:00:00:00:ff:ff",
+            "--type",
+            "melissa",
+            "--owner",
+            "ana@example.com",
+            database_url=database_url,
+        )
+    )
     rows = [f"{serial(n)},0200000{n:05X},smart_plug" for n in range(CONTROLLERS)]
     csv = directory / "controllers.csv"
     csv.write_text("serial_number,mac,type\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    ok(run_cli("controllers", "import", str(csv), database_url=database_url))
+    ok(run_cli_in_process("controllers", "import", str(csv), database_url=database_url))
 
 
 def log_in(http: httpx.Client) -> str:

@@ -20,7 +20,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.processes import Server, run_cli, running_server
+from tests.cli.support import run_cli_in_process
+from tests.processes import Server, running_server
 
 CLIENT_ID = "graceful-app"
 SECRET = "graceful-client-secret-0123456789"
@@ -38,8 +39,16 @@ def ok(result) -> None:
 
 
 def provision(database_url: str) -> None:
-    ok(run_cli("clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url))
-    ok(run_cli("users", "create", USERNAME, "--password", PASSWORD, database_url=database_url))
+    ok(
+        run_cli_in_process(
+            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "users", "create", USERNAME, "--password", PASSWORD, database_url=database_url
+        )
+    )
 
 
 def port_of(server: Server) -> int:

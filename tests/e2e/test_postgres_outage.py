@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from tests.cli.support import run_cli_in_process
 from tests.conftest import POSTGRESQL_URL, POSTGRESQL_URL_VARIABLE
 from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
-from tests.processes import Server, run_cli, running_server
+from tests.processes import Server, running_server
 
 SECRET = "outage-client-secret-0123456789"
 PASSWORD = "outage-password-123"
@@ -48,16 +49,38 @@ def ok(result) -> None:
 
 def provision(database_url: str) -> None:
     """A client, a user with two controllers, and one unowned controller, via the CLI."""
-    ok(run_cli("clients", "create", "outage-app", "--secret", SECRET, database_url=database_url))
-    ok(run_cli("users", "create", USERNAME, input=f"{PASSWORD}\n{PASSWORD}\n",
-               database_url=database_url))  # fmt: skip
+    ok(
+        run_cli_in_process(
+            "clients", "create", "outage-app", "--secret", SECRET, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "users",
+            "create",
+            USERNAME,
+            input=f"{PASSWORD}\n{PASSWORD}\n",
+            database_url=database_url,
+        )
+    )
     for serial, mac, owner in (
         ("SN-1", "aa:bb:cc:dd:ee:01", ["--owner", USERNAME]),
         ("SN-2", "aa:bb:cc:dd:ee:02", ["--owner", USERNAME]),
         ("SN-3", "aa:bb:cc:dd:ee:03", []),
     ):
-        ok(run_cli("controllers", "add", serial, "--mac", mac, "--type", "smart_plug", *owner,
-                   database_url=database_url))  # fmt: skip
+        ok(
+            run_cli_in_process(
+                "controllers",
+                "add",
+                serial,
+                "--mac",
+                mac,
+                "--type",
+                "smart_plug",
+                *owner,
+                database_url=database_url,
+            )
+        )
 
 
 def log_in(http: httpx.Client) -> httpx.Response:

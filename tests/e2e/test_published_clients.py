@@ -36,8 +36,9 @@ import melissa.exceptions
 import melissa.wrapper
 import pytest
 
+from tests.cli.support import run_cli_in_process
 from tests.conftest import BACKENDS, DatabaseFactory
-from tests.processes import run_cli, running_server
+from tests.processes import running_server
 
 CLIENT_ID, CLIENT_SECRET = "mclimate", "mclimate_core"  # hard-coded in both libraries
 OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
@@ -87,8 +88,11 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
 
 
 def create_user(email: str, password: str, database_url: str) -> int:
-    created = ok(run_cli("users", "create", email, "--password", password,
-                         database_url=database_url))  # fmt: skip
+    created = ok(
+        run_cli_in_process(
+            "users", "create", email, "--password", password, database_url=database_url
+        )
+    )
     match = re.search(r"created user (\d+): ", created.stdout)
     assert match, created.stdout
     return int(match.group(1))
@@ -100,7 +104,7 @@ def provision(database_url: str, workdir: Path) -> tuple[subprocess.CompletedPro
     The controllers go in with one ``controllers import`` rather than five ``add``: each
     command is a Python start-up, and the 2-core CI machine pays seconds for every one.
     """
-    client_created = run_cli(
+    client_created = run_cli_in_process(
         "clients", "create", CLIENT_ID, "--secret", CLIENT_SECRET, database_url=database_url
     )
     owner_id = create_user(OWNER, OWNER_PASSWORD, database_url)
@@ -113,7 +117,7 @@ def provision(database_url: str, workdir: Path) -> tuple[subprocess.CompletedPro
         for d in [*HERS, *NOT_HERS]:
             writer.writerow([d.serial, d.mac, d.type, d.name, d.firmware,
                              "true" if d.online else "false", d.owner or ""])  # fmt: skip
-    ok(run_cli("controllers", "import", str(path), database_url=database_url))
+    ok(run_cli_in_process("controllers", "import", str(path), database_url=database_url))
     return client_created, owner_id
 
 
@@ -133,7 +137,7 @@ def deployment(
     database_url = factory.new_url(workdir)
     try:
         client_created, owner_id = provision(database_url, workdir)
-        with running_server(database_url, workdir) as server:
+        with running_server(database_url, workdir, device_link=True) as server:
             yield Deployment(server.base_url, client_created, owner_id)
     finally:
         factory.drop(database_url)

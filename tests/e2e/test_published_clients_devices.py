@@ -141,7 +141,7 @@ def deployment(
     try:
         provision(database_url, workdir)
         env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
-        with running_server(database_url, workdir, env=env) as server:
+        with running_server(database_url, workdir, env=env, device_link=True) as server:
             fleet = DeviceFleet(mqtt_port)
             fleet.start()
             try:

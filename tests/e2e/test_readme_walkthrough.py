@@ -88,7 +88,7 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     url = f"sqlite:///{server_dir / 'devicecontrol.db'}"
     mqtt_port = free_port()
     env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
-    with running_server(url, server_dir, "--demo", env=env) as server:
+    with running_server(url, server_dir, "--demo", env=env, device_link=True) as server:
         wait_until_the_simulated_demo_reports(server.base_url)
         answers = run_walkthrough(script + device_script, server.base_url, shell_dir, mqtt_port)
         with httpx.Client(base_url=server.base_url, timeout=10) as http:

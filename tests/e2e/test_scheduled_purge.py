@@ -17,6 +17,7 @@ from devicecontrol.auth.tokens import digest
 from devicecontrol.clock import utcnow
 from devicecontrol.db import Database
 from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures, users
+from tests.cli.support import run_cli_in_process
 from tests.processes import Server, free_port, run_cli, running_server
 
 SECRET = "purge-client-secret-0123456789"
@@ -31,9 +32,20 @@ def ok(result) -> None:
 
 
 def provision(database_url: str) -> None:
-    ok(run_cli("clients", "create", "purge-app", "--secret", SECRET, database_url=database_url))
-    ok(run_cli("users", "create", USERNAME, input=f"{PASSWORD}\n{PASSWORD}\n",
-               database_url=database_url))  # fmt: skip
+    ok(
+        run_cli_in_process(
+            "clients", "create", "purge-app", "--secret", SECRET, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "users",
+            "create",
+            USERNAME,
+            input=f"{PASSWORD}\n{PASSWORD}\n",
+            database_url=database_url,
+        )
+    )
 
 
 def in_database(database_url: str, work: Callable[[AsyncConnection], Coroutine[Any, Any, T]]) -> T:

@@ -97,7 +97,7 @@ def sent(har: Path) -> list[tuple[str, str, str | None, int]]:
 
 def test_schemathesis_finds_nothing_against_the_served_document(database_url, tmp_path):
     har = tmp_path / "fuzz.har"
-    with running_server(database_url, tmp_path, "--demo") as server:
+    with running_server(database_url, tmp_path, "--demo", device_link=True) as server:
         command = schemathesis_command(server.base_url, demo_token(server.base_url), har)
         operations = documented_operations(server.base_url)
         done = subprocess.run(

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from devicecontrol import demo
+from tests.cli.support import run_cli_in_process
 from tests.processes import Server, free_port, run_cli, running_server
 
 SECRET = "e2e-client-secret-0123456789"
@@ -23,16 +24,36 @@ def ok(result) -> None:
 
 def provision(database_url: str) -> None:
     """A client, a user and three controllers (two hers), all through the command line."""
-    ok(run_cli("clients", "create", "e2e-app", "--secret", SECRET, database_url=database_url))
-    ok(run_cli("users", "create", "ana@example.com", input=f"{PASSWORD}\n{PASSWORD}\n",
-               database_url=database_url))  # fmt: skip
+    ok(
+        run_cli_in_process(
+            "clients", "create", "e2e-app", "--secret", SECRET, database_url=database_url
+        )
+    )
+    ok(
+        run_cli_in_process(
+            "users",
+            "create",
+            "ana@example.com",
+            input=f"{PASSWORD}\n{PASSWORD}\n",
+            database_url=database_url,
+        )
+    )
     for serial, mac, owner in (
         ("SN-1", "aa:bb:cc:dd:ee:01", ["--owner", "ana@example.com"]),
         ("SN-2", "aa:bb:cc:dd:ee:02", ["--owner", "ana@example.com"]),
         ("SN-3", "aa:bb:cc:dd:ee:03", []),
     ):
-        added = run_cli("controllers", "add", serial, "--mac", mac, "--type", "smart_plug", *owner,
-                        database_url=database_url)  # fmt: skip
+        added = run_cli_in_process(
+            "controllers",
+            "add",
+            serial,
+            "--mac",
+            mac,
+            "--type",
+            "smart_plug",
+            *owner,
+            database_url=database_url,
+        )
         ok(added)
 
 

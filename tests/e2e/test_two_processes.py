@@ -25,7 +25,8 @@ from sqlalchemy import select
 
 from devicecontrol.db import Database
 from devicecontrol.tables import controller_assignments, controllers
-from tests.processes import Server, run_cli, running_server
+from tests.cli.support import run_cli_in_process
+from tests.processes import Server, running_server
 
 CLIENT_ID = "two-procs-app"
 SECRET = "two-procs-client-secret-0123456789"
@@ -40,14 +41,20 @@ def ok(result) -> None:
 
 
 def create_client(database_url: str) -> None:
-    ok(run_cli("clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url))
+    ok(
+        run_cli_in_process(
+            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
+        )
+    )
 
 
 def create_users(database_url: str, *emails: str) -> None:
     """``users create`` for each address; a few at a time, as each CLI run takes ~1 s."""
 
     def create(email: str):
-        return run_cli("users", "create", email, "--password", PASSWORD, database_url=database_url)
+        return run_cli_in_process(
+            "users", "create", email, "--password", PASSWORD, database_url=database_url
+        )
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for result in pool.map(create, emails):
@@ -55,8 +62,19 @@ def create_users(database_url: str, *emails: str) -> None:
 
 
 def add_controller(database_url: str, serial: str, *options: str) -> None:
-    ok(run_cli("controllers", "add", serial, "--mac", "02:00:00:00:00:01", "--type", "melissa",
-               *options, database_url=database_url))  # fmt: skip
+    ok(
+        run_cli_in_process(
+            "controllers",
+            "add",
+            serial,
+            "--mac",
+            "02:00:00:00:00:01",
+            "--type",
+            "melissa",
+            *options,
+            database_url=database_url,
+        )
+    )
 
 
 def import_controllers(database_url: str, directory: Path, rows: list[tuple[str, str]]) -> None:
@@ -67,7 +85,7 @@ def import_controllers(database_url: str, directory: Path, rows: list[tuple[str,
         for index, (serial, code) in enumerate(rows)
     ]
     csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    ok(run_cli("controllers", "import", str(csv), database_url=database_url))
+    ok(run_cli_in_process("controllers", "import", str(csv), database_url=database_url))
 
 
 @dataclass
@@ -305,8 +323,16 @@ def test_set_password_and_disable_end_the_users_tokens_on_both_processes(databas
         for http in pair.both:
             assert_works(http, ana_a["access_token"], "ana@example.com")
 
-        ok(run_cli("users", "set-password", "ana@example.com", "--password", NEW_PASSWORD,
-                   database_url=database_url))  # fmt: skip
+        ok(
+            run_cli_in_process(
+                "users",
+                "set-password",
+                "ana@example.com",
+                "--password",
+                NEW_PASSWORD,
+                database_url=database_url,
+            )
+        )
         for http in pair.both:
             assert_refused_within_the_bound(http, ana_a["access_token"])
             assert_refused_within_the_bound(http, ana_b["access_token"])
@@ -317,7 +343,7 @@ def test_set_password_and_disable_end_the_users_tokens_on_both_processes(databas
         ana_new = tokens_of(pair.b, "ana@example.com", NEW_PASSWORD)
         assert_works(pair.a, ana_new["access_token"], "ana@example.com")
 
-        ok(run_cli("users", "disable", "ana@example.com", database_url=database_url))
+        ok(run_cli_in_process("users", "disable", "ana@example.com", database_url=database_url))
         for http in pair.both:
             assert_refused_within_the_bound(http, ana_new["access_token"])
             assert_invalid_grant(renew(http, ana_new["refresh_token"]))

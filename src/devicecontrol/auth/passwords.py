@@ -10,6 +10,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 # argon2id with the library's current recommended parameters
 PRODUCTION_HASHER = PasswordHasher()
+# the lowest cost argon2 accepts: test suites only (DEVICECONTROL_PASSWORD_HASHING)
+TEST_ONLY_MINIMAL_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+HASHERS = {"standard": PRODUCTION_HASHER, "test-only-minimal": TEST_ONLY_MINIMAL_HASHER}
 _hasher = PRODUCTION_HASHER
 
 MIN_PASSWORD_LENGTH = 8
@@ -19,9 +22,9 @@ MAX_PASSWORD_LENGTH = 1024
 def use_hasher(hasher: PasswordHasher) -> PasswordHasher:
     """Make ``hasher`` the one every call uses; returns the one it replaces.
 
-    For the test suite only, which runs with cheap parameters (production cost would be
-    half its time) and puts PRODUCTION_HASHER back where a test is about the real cost.
-    The application never calls it.
+    For the test suite, which runs with cheap parameters (production cost would be half
+    its time) and puts PRODUCTION_HASHER back where a test is about the real cost, and for
+    ``Runtime.from_settings`` when DEVICECONTROL_PASSWORD_HASHING names the test profile.
     """
     global _hasher
     previous, _hasher = _hasher, hasher
