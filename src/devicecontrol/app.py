@@ -19,6 +19,7 @@ from litestar.openapi.spec import Components, Tag
 from litestar.static_files import create_static_files_router
 
 from devicecontrol import __version__
+from devicecontrol.auth import passwords
 from devicecontrol.auth.middleware import BearerTokenMiddleware
 from devicecontrol.auth.routes import AuthController
 from devicecontrol.config import Settings, load_settings
@@ -198,7 +199,7 @@ def create_app_from_environment() -> Litestar:
     # no format writes a record's thread or process: skip looking them up for every line
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     settings = load_settings()
-    if settings.password_hashing != "standard":
+    if settings.password_hashing != passwords.STANDARD:
         logging.getLogger("devicecontrol").warning(
             "DEVICECONTROL_PASSWORD_HASHING=%s: password hashes cost next to nothing to "
             "guess; for test suites only, never in production",

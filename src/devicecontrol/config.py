@@ -15,6 +15,9 @@ DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"
 # DEVICECONTROL_MQTT_URL: the external broker's schemes and their default ports
 MQTT_URL_PORTS = {"mqtt": 1883, "mqtts": 8883}
 MAX_COMMAND_TTL_S = 86400
+# a device's packets: room for a 4 KiB payload and its topic, up to MQTT's own maximum
+MIN_MQTT_PACKET = 4352
+MAX_MQTT_PACKET = 268435455
 MAX_SEND_WAIT_MS = 30000
 ENV_PREFIX = "DEVICECONTROL_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -86,6 +89,10 @@ class Settings:
     device_message_rate: ThrottleRule = ThrottleRule(20, 1)
     # host:port of the embedded broker; not 1883, which a system broker may already hold
     mqtt_listen: str = DEFAULT_MQTT_LISTEN
+    # contract §9 Limits: the largest packet a device may send (refused from its fixed
+    # header), and the keep-alive a device gets when it asks for none or for more
+    mqtt_max_packet: int = 16384
+    mqtt_max_keepalive_s: int = 300
     mqtt_tls_cert: str | None = None
     mqtt_tls_key: str | None = None
     # an external broker instead of the embedded one (contract §9), and the CA file that
@@ -98,7 +105,7 @@ class Settings:
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
     token_cache_ms: int = 500
-    password_hashing: str = "standard"
+    password_hashing: str = PASSWORD_HASHING[0]  # "standard"
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -279,6 +286,16 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             env, "DEVICE_MESSAGE_RATE", defaults.device_message_rate
         ),
         mqtt_listen=_listen_address(env, "MQTT_LISTEN", defaults.mqtt_listen),
+        mqtt_max_packet=_bounded_int(
+            env,
+            "MQTT_MAX_PACKET",
+            defaults.mqtt_max_packet,
+            low=MIN_MQTT_PACKET,
+            high=MAX_MQTT_PACKET,
+        ),
+        mqtt_max_keepalive_s=_bounded_int(
+            env, "MQTT_MAX_KEEPALIVE", defaults.mqtt_max_keepalive_s, low=1, high=65535
+        ),
         mqtt_tls_cert=_tls_file(env, "MQTT_TLS_CERT"),
         mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
         mqtt_url=_mqtt_url(env, "MQTT_URL"),

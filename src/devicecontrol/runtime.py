@@ -7,7 +7,6 @@ a plain class on purpose: Litestar then injects it as it is, without validating 
 
 from __future__ import annotations
 
-import logging
 import os
 
 import anyio
@@ -34,7 +33,7 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
         """The runtime of a process; a test-only hashing profile becomes this process's."""
-        if settings.password_hashing != "standard":
+        if settings.password_hashing != passwords.STANDARD:
             passwords.use_hasher(passwords.HASHERS[settings.password_hashing])
         return cls(settings=settings, database=Database(settings.database_url))
 

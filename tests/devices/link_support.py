@@ -174,10 +174,18 @@ class RawDevice:
 
     @classmethod
     async def connect(
-        cls, port: int, serial: str, secret: str = SECRET, *, keep_alive: int = 60
+        cls,
+        port: int,
+        serial: str,
+        secret: str = SECRET,
+        *,
+        keep_alive: int = 60,
+        from_address: str | None = None,
     ) -> tuple[RawDevice, int]:
-        """The device and its CONNACK's return code."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        """The device and its CONNACK's return code; ``from_address`` is the loopback
+        address it connects from (127.0.0.2, ...: another client address)."""
+        local = (from_address, 0) if from_address else None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=local)
         header = ConnectVariableHeader(keep_alive=keep_alive)
         header.clean_session_flag = header.username_flag = header.password_flag = True
         payload = ConnectPayload(client_id=serial, username=serial, password=secret)
@@ -193,5 +201,10 @@ class RawDevice:
         self.writer.transport.abort()
 
     async def closed_by_broker(self, *, within: float) -> bool:
+        """The broker ends the connection within ``within`` seconds: closed, or reset (an
+        abort, for a device that broke a limit); a byte it sends instead is False."""
         async with asyncio.timeout(within):
-            return await self.reader.read(1) == b""
+            try:
+                return await self.reader.read(1) == b""
+            except ConnectionResetError:
+                return True

@@ -12,7 +12,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 PRODUCTION_HASHER = PasswordHasher()
 # the lowest cost argon2 accepts: test suites only (DEVICECONTROL_PASSWORD_HASHING)
 TEST_ONLY_MINIMAL_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-HASHERS = {"standard": PRODUCTION_HASHER, "test-only-minimal": TEST_ONLY_MINIMAL_HASHER}
+STANDARD = "standard"
+HASHERS = {STANDARD: PRODUCTION_HASHER, "test-only-minimal": TEST_ONLY_MINIMAL_HASHER}
 _hasher = PRODUCTION_HASHER
 
 MIN_PASSWORD_LENGTH = 8

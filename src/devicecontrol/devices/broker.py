@@ -27,7 +27,7 @@ import ssl
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from amqtt.adapters import ReaderAdapter, WriterAdapter
+from amqtt.adapters import ReaderAdapter, StreamWriterAdapter, WriterAdapter
 from amqtt.broker import Broker, Server
 from amqtt.contexts import BrokerConfig, ListenerType
 from amqtt.errors import MQTTError
@@ -35,6 +35,8 @@ from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.session import Session
 
 from devicecontrol.devices.broker_plugins import CONNECTION, IDENTITY
+from devicecontrol.devices.packet_guard import PacketGuard
+from devicecontrol.observability.metrics import DEVICE_CONNECTIONS_CLOSED
 
 if TYPE_CHECKING:
     from devicecontrol.devices.link import DeviceConnection, DeviceLink
@@ -45,6 +47,7 @@ CONNECT_TIMEOUT_S = 10
 # how long a take-over waits for the old connection to end before amqtt's session logic
 TAKE_OVER_WAIT_S = 1.0
 REFUSED = "device refused"
+NO_CONNECT = "no valid CONNECT"
 PERSISTENT_SESSION_EXPIRY_S = 86400
 
 
@@ -97,10 +100,18 @@ def broker_config(link: DeviceLink, listen: str) -> BrokerConfig:
 
 
 class _RefusalsAreAudited(logging.Filter):
-    """amqtt logs every refused CONNECT as a warning; the audit line already records it."""
+    """amqtt logs every refused CONNECT as a warning, and every socket that never sent a
+    valid one: the audit line records the first, the link's rate-limited log the second."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return REFUSED not in record.getMessage()
+        message = record.getMessage()
+        return REFUSED not in message and NO_CONNECT not in message
+
+
+def granted_keep_alive(asked_s: int, maximum_s: int) -> int:
+    """The keep-alive a device gets (contract §9 Limits): what it asked for, unless that is
+    none (0) or more than the maximum, which it then gets instead."""
+    return asked_s if 0 < asked_s <= maximum_s else maximum_s
 
 
 class DeviceProtocolHandler(BrokerProtocolHandler):
@@ -125,6 +136,23 @@ class DeviceBroker(Broker):
         if not any(isinstance(f, _RefusalsAreAudited) for f in self.logger.filters):
             self.logger.addFilter(_RefusalsAreAudited())
 
+    async def stream_connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener_name: str
+    ) -> None:
+        """amqtt reads a device's bytes through a ``PacketGuard``: whole, checked packets."""
+        peer = writer.get_extra_info("peername") or ("", 0)
+        guard = PacketGuard(
+            reader,
+            writer,
+            max_packet=self.link.runtime.settings.mqtt_max_packet,
+            on_broken=partial(self._packet_rule_broken, str(peer[0])),
+        )
+        await self._client_connected(listener_name, guard, StreamWriterAdapter(writer))
+
+    def _packet_rule_broken(self, address: str, reason: str) -> None:
+        DEVICE_CONNECTIONS_CLOSED.labels(reason).inc()
+        self.link.device_log.note("device_connection_closed", reason, client_address=address)
+
     async def _create_server_instance(
         self,
         listener_name: str,
@@ -146,10 +174,14 @@ class DeviceBroker(Broker):
                 DeviceProtocolHandler.init_from_connect(reader, writer, self.plugins_manager),
                 CONNECT_TIMEOUT_S,
             )
-        except Exception as exc:  # garbage, a timeout, a half packet: amqtt logs it
+        except Exception as exc:  # garbage, a timeout, a half packet
             with contextlib.suppress(OSError):
                 await writer.close()
-            raise MQTTError(f"no valid CONNECT from {remote_address}: {exc!r}") from None
+            DEVICE_CONNECTIONS_CLOSED.labels("no_connect").inc()
+            self.link.device_log.note(
+                "device_connection_closed", "no_connect", client_address=remote_address
+            )
+            raise MQTTError(f"{NO_CONNECT} from {remote_address}: {exc!r}") from None
         if not await self._authenticate(incoming, self.listeners_config["default"]):
             with contextlib.suppress(OSError):  # the device may be gone already
                 handler.attach(incoming, reader, writer)
@@ -167,7 +199,9 @@ class DeviceBroker(Broker):
             raise
         session.attributes[IDENTITY], session.attributes[CONNECTION] = identity, connection
         session.will_flag, session.password = False, None  # the secret is not kept
-        session.keep_alive = math.ceil(incoming.keep_alive * 1.5)  # MQTT's grace
+        maximum = self.link.runtime.settings.mqtt_max_keepalive_s
+        granted = granted_keep_alive(incoming.keep_alive, maximum)
+        session.keep_alive = math.ceil(granted * 1.5)  # MQTT's grace
         return handler, session
 
     async def _take_over(self, previous: DeviceConnection) -> None:
@@ -207,6 +241,7 @@ class DeviceBroker(Broker):
                 reader, writer, client_session, handler, server, listener_name
             )
         finally:
+            client_session.inflight_in.clear()  # unfinished QoS 2: nothing outlives it
             self.link.connection_ended(connection)
 
     async def close_connection(self, connection: DeviceConnection) -> None:

@@ -75,12 +75,12 @@ async def deliver(
 async def take_state(runtime: Runtime, identity: DeviceIdentity, payload: bytes) -> None:
     """A ``state`` message: stored as a reading if it is a JSON object of at most 4 KiB."""
     try:
-        readings.parse_object(payload)
+        stored = readings.storable_reading(payload)
     except RejectedPayload as rejected:
         drop(str(rejected))
         return
     await readings.record_arrived_reading(
-        runtime, controller_id=identity.controller_id, payload=payload
+        runtime, controller_id=identity.controller_id, payload=stored
     )
 
 

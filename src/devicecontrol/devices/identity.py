@@ -2,8 +2,9 @@
 
 A device connects with client id = username = its serial number and password = its device
 secret. Only a SHA-256 digest of the secret is stored, compared in constant time. Failed
-connects count per serial and per address like failed logins; while a subject is
-throttled even the right secret is refused, the same way.
+connects count per serial and address, and per address, like failed logins; while a
+subject is throttled even the right secret is refused, the same way. Never per serial
+alone: whoever knows a serial number could then keep its device out from anywhere.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ async def authenticate_device(
     """
     serial = username or ""
     settings = runtime.settings
-    by_serial = (DEVICE_SERIAL, serial)
+    # the serial from this address: failures elsewhere never keep the device out
+    by_serial = (DEVICE_SERIAL, f"{serial}@{address}")
     by_address = (DEVICE_ADDRESS, address)
     device = None
     try:

@@ -25,6 +25,7 @@ from sqlalchemy import Row
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import delivery, identity, repository, topics
 from devicecontrol.devices.broker import EmbeddedBroker, LinkError
+from devicecontrol.devices.device_log import DeviceEventLog
 from devicecontrol.devices.external import ExternalBroker
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import DeviceWork, MessageRate, drop
@@ -96,6 +97,7 @@ class DeviceLink:
         self.rate = MessageRate(settings.device_message_rate)
         self.work = DeviceWork(max_messages=settings.device_message_rate.limit)
         self.round_trips = delivery.RoundTrips()
+        self.device_log = DeviceEventLog()
         self.broker: LinkBroker
         if settings.mqtt_url is not None and listen is None:
             self.broker = ExternalBroker(self, settings.mqtt_url, ca_file=settings.mqtt_ca)

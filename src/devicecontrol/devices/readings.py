@@ -19,7 +19,10 @@ from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
 
 MAX_PAYLOAD_BYTES = 4096
+# contract §9 Limits: a payload nested deeper than this is not JSON we take
+MAX_PAYLOAD_DEPTH = 32
 _decode = msgspec.json.decode
+_encode = msgspec.json.encode
 
 
 class RejectedPayload(ValueError):
@@ -27,16 +30,45 @@ class RejectedPayload(ValueError):
 
 
 def parse_object(payload: bytes) -> dict[str, Any]:
-    """A device payload as a JSON object of at most 4 KiB, or RejectedPayload."""
+    """A device payload as a JSON object of at most 4 KiB and 32 levels, or RejectedPayload.
+
+    The decoder itself gives up (RecursionError) long before 4 KiB of brackets end; that,
+    too, is ``not_json``, never a traceback.
+    """
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise RejectedPayload("too_large")
     try:
         value = _decode(payload)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         raise RejectedPayload("not_json") from None
     if not isinstance(value, dict):
         raise RejectedPayload("not_an_object")
+    if _depth(value) > MAX_PAYLOAD_DEPTH:
+        raise RejectedPayload("not_json")
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply objects and arrays nest in ``value`` (an object alone is 1); iterative,
+    so that no payload can exhaust the interpreter's stack."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def storable_reading(payload: bytes) -> bytes:
+    """What a ``state`` payload is stored as: its object without the keys that begin with
+    ``_`` (HAL reserves them: a device's ``_links`` would pass into the bodies), or
+    ``RejectedPayload`` when it is dropped."""
+    value = parse_object(payload)
+    if not any(key.startswith("_") for key in value):
+        return payload
+    return _encode({k: v for k, v in value.items() if not k.startswith("_")})
 
 
 async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payload: bytes) -> None:

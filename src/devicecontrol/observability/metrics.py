@@ -99,6 +99,12 @@ DEVICE_MESSAGES_DROPPED = Counter(
     "forbidden_topic, unknown_command, late_result, malformed.",
     ["reason"],
 )
+DEVICE_CONNECTIONS_CLOSED = Counter(
+    "devicecontrol_device_connections_closed",
+    "Device connections the embedded broker closed for a packet that broke a limit, by "
+    "reason: packet_too_large, malformed_packet, unfinished_qos2, no_connect.",
+    ["reason"],
+)
 COMMAND_TRANSITIONS = Counter(
     "devicecontrol_command_transitions",
     "Commands whose stored status changed, by the new status: sent, succeeded, failed, expired.",
