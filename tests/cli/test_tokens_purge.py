@@ -117,14 +117,13 @@ async def seed_readings(runtime: Runtime, controller_id: int, *arrived: datetime
     """Readings stored as the link stores them, arriving in this order: the last is the
     controller's latest."""
     async with runtime.database.write() as connection:
-        for n, moment in enumerate(arrived):
-            await readings_repository.insert_reading(
-                connection,
-                controller_id=controller_id,
-                assignment_id=None,
-                payload=json.dumps({"n": n}),
-                now=moment,
-            )
+        await readings_repository.insert_readings(
+            connection,
+            [
+                readings_repository.ArrivedReading(controller_id, json.dumps({"n": n}), moment)
+                for n, moment in enumerate(arrived)
+            ],
+        )
 
 
 async def reading_times(runtime: Runtime, controller_id: int) -> list[datetime]:

@@ -24,6 +24,7 @@ import logging
 import math
 import socket
 import ssl
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,8 @@ from amqtt.broker import Broker, Server
 from amqtt.contexts import BrokerConfig, ListenerType
 from amqtt.errors import MQTTError
 from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
-from amqtt.session import Session
+from amqtt.mqtt.puback import PubackPacket
+from amqtt.session import INCOMING, Session
 
 from devicecontrol.devices.broker_plugins import CONNECTION, IDENTITY
 from devicecontrol.devices.packet_guard import PacketGuard
@@ -115,13 +117,43 @@ def granted_keep_alive(asked_s: int, maximum_s: int) -> int:
 
 
 class DeviceProtocolHandler(BrokerProtocolHandler):
-    """amqtt's handler, ending the connection when the keep-alive expires (MQTT 3.1.2.10)."""
+    """amqtt's handler, ending the connection when the keep-alive expires (MQTT 3.1.2.10),
+    and handing a device's QoS 0 and 1 messages to the link itself: a QoS 1 message is
+    acknowledged once the link has stored it, not as it arrives (contract §9, Readings).
+    QoS 2 keeps amqtt's flow (PUBREC at once), and reaches the link through the plugins.
+    """
 
     _expiry: asyncio.Task[None] | None = None
+    # the link's DeviceLink.publication, set once the CONNECT is proved
+    take_publication: Callable[[str, str, bytes], asyncio.Future[None] | None] | None = None
 
     def handle_read_timeout(self) -> None:
         if self._expiry is None:
             self._expiry = asyncio.ensure_future(self.handle_connection_closed())
+
+    async def _handle_qos0_message_flow(self, app_message: Any) -> None:
+        if app_message.direction != INCOMING or self.take_publication is None:
+            await super()._handle_qos0_message_flow(app_message)
+            return
+        self._hand_over(app_message)  # best effort: nothing waits for it
+
+    async def _handle_qos1_message_flow(self, app_message: Any) -> None:
+        if app_message.direction != INCOMING or self.take_publication is None:
+            await super()._handle_qos1_message_flow(app_message)
+            return
+        stored = self._hand_over(app_message)
+        if stored is not None:
+            await stored  # committed to the database: only now is it acknowledged
+        puback = PubackPacket.build(app_message.packet_id)
+        await self._send_packet(puback)
+        app_message.puback_packet = puback
+
+    def _hand_over(self, app_message: Any) -> asyncio.Future[None] | None:
+        assert self.take_publication is not None and self.session is not None
+        identity = self.session.attributes[IDENTITY]
+        return self.take_publication(
+            identity.serial_number, app_message.topic, bytes(app_message.data)
+        )
 
 
 class DeviceBroker(Broker):
@@ -146,6 +178,7 @@ class DeviceBroker(Broker):
             writer,
             max_packet=self.link.runtime.settings.mqtt_max_packet,
             on_broken=partial(self._packet_rule_broken, str(peer[0])),
+            room=self.link.ingest.room,
         )
         await self._client_connected(listener_name, guard, StreamWriterAdapter(writer))
 
@@ -198,6 +231,7 @@ class DeviceBroker(Broker):
             self.link.connection_ended(connection)
             raise
         session.attributes[IDENTITY], session.attributes[CONNECTION] = identity, connection
+        handler.take_publication = self.link.publication
         session.will_flag, session.password = False, None  # the secret is not kept
         maximum = self.link.runtime.settings.mqtt_max_keepalive_s
         granted = granted_keep_alive(incoming.keep_alive, maximum)

@@ -13,10 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from sqlalchemy import Row
 
 from devicecontrol.clock import monotonic, utcnow
-from devicecontrol.devices import commands, readings, repository, topics
+from devicecontrol.devices import commands, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
-from devicecontrol.devices.inbound import drop
-from devicecontrol.devices.readings import RejectedPayload
 from devicecontrol.observability.metrics import COMMAND_ROUND_TRIP
 from devicecontrol.runtime import Runtime
 
@@ -70,31 +68,3 @@ async def deliver(
         if await commands.mark_sent(runtime, command):
             await publish(topic, commands.delivery_payload(command))
             round_trips.published(command)
-
-
-async def take_state(runtime: Runtime, identity: DeviceIdentity, payload: bytes) -> None:
-    """A ``state`` message: stored as a reading if it is a JSON object of at most 4 KiB."""
-    try:
-        stored = readings.storable_reading(payload)
-    except RejectedPayload as rejected:
-        drop(str(rejected))
-        return
-    await readings.record_arrived_reading(
-        runtime, controller_id=identity.controller_id, payload=stored
-    )
-
-
-async def take_result(
-    runtime: Runtime, identity: DeviceIdentity, payload: bytes, round_trips: RoundTrips
-) -> None:
-    """A ``commands/result`` message: the command's end, unless late, unknown or repeated."""
-    try:
-        result = readings.parse_object(payload)
-    except RejectedPayload as rejected:
-        drop(str(rejected))
-        return
-    outcome = await commands.record_result(runtime, identity.controller_id, result)
-    if outcome.dropped is not None:
-        drop(outcome.dropped)
-    elif outcome.command is not None:
-        round_trips.finished(outcome.command.id)

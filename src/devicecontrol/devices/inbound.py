@@ -1,10 +1,10 @@
-"""What the link does with each device's traffic: in arrival order per device, devices in
-parallel, each device held to its message rate (contract §9).
+"""What the link does with each device's traffic: its message rate (contract §9), and its
+online changes and deliveries in order per device, devices in parallel.
 
-A device's work (its messages, its online changes, deliveries to it) runs one job at a
-time, so that a reading, a result and a disconnection are stored in the order they
-happened. Each device gets a task only while it has work; a flood or a slow payload of
-one device waits behind that device alone.
+A device's control work (online, offline, deliveries to it) runs one job at a time, so
+that a connection and its end are stored in the order they happened. Each device gets a
+task only while it has work. Its messages go to ``ingest.py`` (batched, acknowledged after
+commit), never here.
 """
 
 from __future__ import annotations
@@ -56,31 +56,15 @@ class MessageRate:
 
 
 class DeviceWork:
-    """Jobs per device, run in the order they were put, one device's after another's never.
+    """Jobs per device, run in the order they were put, one device's after another's never."""
 
-    ``max_messages`` bounds what a device may have waiting; ``put_message`` refuses more
-    (the caller counts it as rate-limited). Control jobs (online, delivery) always go in.
-    """
-
-    def __init__(self, max_messages: int) -> None:
-        self.max_messages = max_messages
-        self._jobs: dict[str, deque[tuple[Job, bool]]] = {}
-        self._messages: dict[str, int] = {}
+    def __init__(self) -> None:
+        self._jobs: dict[str, deque[Job]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._failing = False
 
     def put(self, serial_number: str, job: Job) -> None:
-        self._put(serial_number, job, message=False)
-
-    def put_message(self, serial_number: str, job: Job) -> bool:
-        if self._messages.get(serial_number, 0) >= self.max_messages:
-            return False
-        self._messages[serial_number] = self._messages.get(serial_number, 0) + 1
-        self._put(serial_number, job, message=True)
-        return True
-
-    def _put(self, serial_number: str, job: Job, *, message: bool) -> None:
-        self._jobs.setdefault(serial_number, deque()).append((job, message))
+        self._jobs.setdefault(serial_number, deque()).append(job)
         if serial_number not in self._tasks:
             task = asyncio.create_task(self._run(serial_number), name=f"device {serial_number}")
             self._tasks[serial_number] = task
@@ -88,9 +72,7 @@ class DeviceWork:
     async def _run(self, serial_number: str) -> None:
         jobs = self._jobs[serial_number]
         while jobs:
-            job, message = jobs.popleft()
-            if message:
-                self._messages[serial_number] -= 1
+            job = jobs.popleft()
             try:
                 await job()
             except Exception:  # one failed job (a database outage) must not end the others
@@ -103,7 +85,6 @@ class DeviceWork:
                 self._failing = False
         # no await since the last check: nothing was put in between
         del self._jobs[serial_number], self._tasks[serial_number]
-        self._messages.pop(serial_number, None)
 
     async def drained(self) -> None:
         """Wait until every job put so far has run."""

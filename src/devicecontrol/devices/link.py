@@ -29,6 +29,7 @@ from devicecontrol.devices.device_log import DeviceEventLog
 from devicecontrol.devices.external import ExternalBroker
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import DeviceWork, MessageRate, drop
+from devicecontrol.devices.ingest import Ingest
 from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES
 from devicecontrol.observability.logs import emit
 from devicecontrol.observability.metrics import DEVICE_MESSAGES, DEVICES_CONNECTED
@@ -95,9 +96,10 @@ class DeviceLink:
         self.runtime = runtime
         self.connections: dict[str, DeviceConnection] = {}  # the current one per serial
         self.rate = MessageRate(settings.device_message_rate)
-        self.work = DeviceWork(max_messages=settings.device_message_rate.limit)
+        self.work = DeviceWork()
         self.round_trips = delivery.RoundTrips()
         self.device_log = DeviceEventLog()
+        self.ingest = Ingest(runtime, self.round_trips)
         self.broker: LinkBroker
         if settings.mqtt_url is not None and listen is None:
             self.broker = ExternalBroker(self, settings.mqtt_url, ca_file=settings.mqtt_ca)
@@ -119,6 +121,7 @@ class DeviceLink:
         who is online first (``reset_online`` or ``adopt_online``)."""
         await self.broker.start()
         self._tasks = [
+            asyncio.create_task(self.ingest.run(), name="link: ingest"),
             asyncio.create_task(self._deliver_new_commands(), name="link: new commands"),
             asyncio.create_task(self._watch(), name="link: secrets"),
         ]
@@ -129,15 +132,20 @@ class DeviceLink:
         """Stop the broker and store what was accepted. The embedded broker's devices are
         disconnected cleanly and set offline; an external broker's stay connected to it,
         and online."""
-        for task in self._tasks:
+        ingest, *others = self._tasks
+        for task in others:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*others, return_exceptions=True)
         await self.broker.shutdown()
         if not self.broker.devices_outlive_link:
             ends = [connection.ended.wait() for connection in self._live]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
         await self.work.drained()
+        with contextlib.suppress(TimeoutError):  # what was accepted is stored, if it can be
+            await asyncio.wait_for(self.ingest.drained(), STOP_WAIT_S)
+        ingest.cancel()
+        await asyncio.gather(ingest, return_exceptions=True)
         if not self.broker.devices_outlive_link:
             try:
                 async with self.runtime.database.write() as connection:
@@ -253,26 +261,27 @@ class DeviceLink:
     def publication_refused(self, serial_number: str) -> None:
         drop("forbidden_topic")
 
-    def publication(self, serial_number: str, topic: str, payload: bytes) -> None:
-        """A device's message on one of its topics: queued behind its earlier ones."""
+    def publication(
+        self, serial_number: str, topic: str, payload: bytes
+    ) -> asyncio.Future[None] | None:
+        """A device's message on one of its topics, queued for the database behind the
+        earlier ones: the future is done once it is stored (the PUBACK may go then), None
+        when it was dropped at once (and counted)."""
         connection = self.connections.get(serial_number)
         kind = topics.publication_kind(serial_number, topic)
-        if connection is None or kind is None:
-            return
+        if connection is None:
+            return None
+        if kind is None:
+            drop("forbidden_topic")
+            return None
         DEVICE_MESSAGES.labels(kind).inc()
         if not self.rate.allow(serial_number):
             drop("rate_limited")
-            return
+            return None
         if len(payload) > MAX_PAYLOAD_BYTES:  # not even queued
             drop("too_large")
-            return
-        device = connection.identity
-        if kind == topics.STATE:
-            job = partial(delivery.take_state, self.runtime, device, payload)
-        else:
-            job = partial(delivery.take_result, self.runtime, device, payload, self.round_trips)
-        if not self.work.put_message(serial_number, job):
-            drop("rate_limited")
+            return None
+        return self.ingest.put(connection.identity, kind, payload)
 
     # --- deliveries ---------------------------------------------------------------------
 

@@ -8,13 +8,14 @@ are taken for new packets. ``PacketGuard`` sits between the socket and amqtt: it
 one packet at a time with amqtt's own decoders, refuses it from its fixed header when it
 is too large, checks it, and only then hands its bytes to amqtt. A packet that breaks a
 rule ends the connection; amqtt then sees the end of the stream, and nothing after the
-offending packet is ever read as a packet.
+offending packet is ever read as a packet. While the link's ingest queue is full it reads
+nothing: the devices are held back by TCP flow control.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from amqtt.adapters import BufferReader, ReaderAdapter, StreamReaderAdapter
 from amqtt.errors import MQTTError, NoDataError
@@ -56,11 +57,13 @@ class PacketGuard(ReaderAdapter):
         *,
         max_packet: int,
         on_broken: Callable[[str], None],
+        room: Callable[[], Awaitable[None]],
     ) -> None:
         self._socket = StreamReaderAdapter(reader)
         self._writer = writer
         self._max_packet = max_packet
         self._on_broken = on_broken
+        self._room = room
         self._packet = BufferReader(b"")
         self._left = 0  # bytes of the current packet amqtt has not read yet
         self._ended = False
@@ -79,6 +82,7 @@ class PacketGuard(ReaderAdapter):
         self._socket.feed_eof()
 
     async def _next_packet(self) -> None:
+        await self._room()  # the link's queue is full: read nothing more (flow control)
         try:
             header = await MQTTFixedHeader.from_stream(self._socket)
             if header is None:  # the device closed the socket

@@ -13,8 +13,9 @@ import msgspec
 from sqlalchemy import Row
 
 from devicecontrol.clock import format_timestamp, utcnow
-from devicecontrol.devices import readings_repository, repository
+from devicecontrol.devices import readings_repository
 from devicecontrol.devices.commands import LatestReading, OwnedDevice
+from devicecontrol.devices.readings_repository import ArrivedReading
 from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
 
@@ -72,22 +73,10 @@ def storable_reading(payload: bytes) -> bytes:
 
 
 async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payload: bytes) -> None:
-    """Store an accepted ``state`` message under the ownership in force as it is stored.
-
-    The link's way: the ownership is looked up in the same write transaction, so a reading
-    and a hand-over are ordered by arrival, never by second-precision timestamps.
-    """
-    now = utcnow()
+    """Store one accepted ``state`` message as the link's batches do (tests, the demo)."""
+    arrived = ArrivedReading(controller_id, payload.decode("utf-8"), utcnow())
     async with runtime.database.write() as connection:
-        assignment_id = await repository.active_assignment_id(connection, controller_id)
-        await readings_repository.insert_reading(
-            connection,
-            controller_id=controller_id,
-            assignment_id=assignment_id,
-            payload=payload.decode("utf-8"),
-            now=now,
-        )
-        await repository.touch_last_seen(connection, controller_id, now)
+        await readings_repository.insert_readings(connection, [arrived])
 
 
 def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:

@@ -2,52 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy import Row, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.db import Reader
-from devicecontrol.tables import latest_readings, readings
+from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
+from devicecontrol.tables import controllers, latest_readings, readings
 
 
-async def insert_reading(
-    connection: AsyncConnection,
-    *,
-    controller_id: int,
-    assignment_id: int | None,
-    payload: str,
-    now: datetime,
-) -> None:
-    """Store a reading and make it the controller's latest."""
-    reading_id = (
-        await connection.execute(
-            insert(readings)
-            .values(
-                controller_id=controller_id,
-                assignment_id=assignment_id,
-                payload=payload,
-                created_at=now,
-            )
-            .returning(readings.c.id)
-        )
-    ).scalar_one()
-    latest = {
-        "reading_id": reading_id,
-        "assignment_id": assignment_id,
-        "payload": payload,
-        "created_at": now,
-    }
-    updated = await connection.execute(
-        update(latest_readings)
-        .where(latest_readings.c.controller_id == controller_id)
-        .values(**latest)
-    )
-    if not updated.rowcount:
-        await connection.execute(
-            insert(latest_readings).values(controller_id=controller_id, **latest)
-        )
+@dataclass(frozen=True, slots=True)
+class ArrivedReading:
+    """A reading the link accepted: its controller, its stored JSON and when it arrived."""
+
+    controller_id: int
+    payload: str
+    arrived_at: datetime
 
 
 def _readings_of(controller_id: int, assignment_id: int, since: Any, until: Any) -> list[Any]:
@@ -111,3 +85,56 @@ async def delete_readings_before(connection: AsyncConnection, cutoff: datetime, 
     )
     result = await connection.execute(delete(readings).where(readings.c.id.in_(batch)))
     return result.rowcount
+
+
+async def insert_readings(connection: AsyncConnection, arrived: Sequence[ArrivedReading]) -> None:
+    """Store a batch of readings (in arrival order) and make each controller's newest its
+    latest: one multi-row INSERT for the history, then one write per controller.
+
+    The ownership is looked up in the same transaction, so a reading and a hand-over are
+    ordered by arrival, never by second-precision timestamps.
+    """
+    controller_ids = sorted({a.controller_id for a in arrived})
+    owners = dict(
+        (
+            await connection.execute(
+                select(controllers.c.id, ACTIVE_ASSIGNMENT).where(
+                    controllers.c.id.in_(controller_ids)
+                )
+            )
+        ).all()
+    )
+    rows = [
+        {
+            "controller_id": a.controller_id,
+            "assignment_id": owners.get(a.controller_id),
+            "payload": a.payload,
+            "created_at": a.arrived_at,
+        }
+        for a in arrived
+    ]
+    ids = (
+        await connection.execute(
+            insert(readings).returning(readings.c.id, sort_by_parameter_order=True), rows
+        )
+    ).scalars()
+    newest: dict[int, dict[str, Any]] = {}
+    for row, reading_id in zip(rows, ids, strict=True):
+        newest[row["controller_id"]] = {**row, "reading_id": reading_id}
+    for controller_id, row in newest.items():
+        latest = {k: row[k] for k in ("reading_id", "assignment_id", "payload", "created_at")}
+        updated = await connection.execute(
+            update(latest_readings)
+            .where(latest_readings.c.controller_id == controller_id)
+            .values(**latest)
+        )
+        if not updated.rowcount:
+            await connection.execute(
+                insert(latest_readings).values(controller_id=controller_id, **latest)
+            )
+    await connection.execute(
+        update(controllers)
+        .where(controllers.c.id == bindparam("b_id"))
+        .values(last_seen=bindparam("b_last_seen")),
+        [{"b_id": cid, "b_last_seen": row["created_at"]} for cid, row in newest.items()],
+    )

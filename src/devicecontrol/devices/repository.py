@@ -22,7 +22,7 @@ from devicecontrol.tables import (
 UNFINISHED = ("queued", "sent")
 
 # the active assignment record of a controller: the ownership things are filed under
-_ACTIVE_ASSIGNMENT = (
+ACTIVE_ASSIGNMENT = (
     select(controller_assignments.c.id)
     .where(
         controller_assignments.c.controller_id == controllers.c.id,
@@ -66,7 +66,7 @@ _OWNED_DEVICE_COLUMNS = (
     controllers.c.id,
     controllers.c.type,
     controllers.c.online,
-    _ACTIVE_ASSIGNMENT.label("assignment_id"),
+    ACTIVE_ASSIGNMENT.label("assignment_id"),
 )
 _OWNED_DEVICE_CONDITIONS = (
     controllers.c.serial_number == bindparam("serial_number"),
@@ -155,7 +155,7 @@ async def online_devices(connection: Reader) -> list[Row]:
 
 async def active_assignment_id(connection: Reader, controller_id: int) -> int | None:
     """The ownership things of this controller are filed under now (None: unowned)."""
-    query = select(_ACTIVE_ASSIGNMENT).where(controllers.c.id == controller_id)
+    query = select(ACTIVE_ASSIGNMENT).where(controllers.c.id == controller_id)
     return (await connection.execute(query)).scalar_one_or_none()
 
 

@@ -99,6 +99,16 @@ DEVICE_MESSAGES_DROPPED = Counter(
     "forbidden_topic, unknown_command, late_result, malformed.",
     ["reason"],
 )
+DEVICE_INGEST_QUEUED = Gauge(
+    "devicecontrol_device_ingest_queued",
+    "Device messages accepted and waiting for the database (unacknowledged).",
+    multiprocess_mode="livesum",
+)
+DEVICE_INGEST_FAILING = Gauge(
+    "devicecontrol_device_ingest_failing",
+    "1 while the device link cannot store device messages (they, and the devices, wait).",
+    multiprocess_mode="livemax",
+)
 DEVICE_CONNECTIONS_CLOSED = Counter(
     "devicecontrol_device_connections_closed",
     "Device connections the embedded broker closed for a packet that broke a limit, by "

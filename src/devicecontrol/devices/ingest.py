@@ -1,0 +1,151 @@
+"""Device messages to the database in batches (group commit), acknowledged only after.
+
+Every accepted ``state`` and ``commands/result`` message joins one bounded queue in
+arrival order. One writer takes what has gathered and stores it: the readings that come
+one after another in one transaction (one multi-row INSERT, each controller's latest
+reading and ``last_seen`` written once), a result in a transaction of its own, in order.
+A message's future is resolved once its transaction has committed; the broker sends the
+PUBACK of a QoS 1 message only then (contract §9, Readings).
+
+While the queue is full the broker reads nothing more from device sockets (``room``):
+TCP flow control holds the devices back, instead of the service acknowledging and then
+dropping. When the database fails, what was not committed stays at the head of the queue
+and is tried again; none of it is acknowledged meanwhile. Said once in the log, and in
+the metrics (``devicecontrol_device_ingest_failing``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from devicecontrol.clock import utcnow
+from devicecontrol.devices import commands, readings, readings_repository, topics
+from devicecontrol.devices.delivery import RoundTrips
+from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.inbound import drop
+from devicecontrol.devices.readings import RejectedPayload
+from devicecontrol.devices.readings_repository import ArrivedReading
+from devicecontrol.observability.metrics import DEVICE_INGEST_FAILING, DEVICE_INGEST_QUEUED
+from devicecontrol.runtime import Runtime
+
+CAPACITY = 20_000  # messages waiting for the database, all devices together
+BATCH = 1_000  # the most one transaction takes
+RETRY_S = 0.5  # after a failed transaction
+logger = logging.getLogger("devicecontrol.devices.link")
+
+
+@dataclass(slots=True)
+class Arrival:
+    """One accepted message, waiting for the database."""
+
+    device: DeviceIdentity
+    kind: str  # topics.STATE or topics.RESULT
+    content: Any  # a reading's stored JSON (str), or a result's object (dict)
+    arrived_at: Any
+    stored: asyncio.Future[None]
+
+
+class Ingest:
+    def __init__(self, runtime: Runtime, round_trips: RoundTrips) -> None:
+        self.runtime = runtime
+        self.round_trips = round_trips
+        self._queue: deque[Arrival] = deque()
+        self._arrived = asyncio.Event()  # the writer has something to do
+        self._room = asyncio.Event()  # the queue is below its capacity
+        self._room.set()
+        self._idle = asyncio.Event()  # nothing queued, nothing being written
+        self._idle.set()
+        self._failing = False
+
+    async def room(self) -> None:
+        """Return once the queue can take a message (the broker waits before a read)."""
+        while len(self._queue) >= CAPACITY:
+            self._room.clear()
+            await self._room.wait()
+
+    def put(self, device: DeviceIdentity, kind: str, payload: bytes) -> asyncio.Future[None]:
+        """Queue a message; the future is done once it is stored, or at once if a rule
+        drops it (dropped and counted: acknowledging it loses nothing it was owed)."""
+        stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            if kind == topics.STATE:
+                content: Any = readings.storable_reading(payload).decode("utf-8")
+            else:
+                content = readings.parse_object(payload)
+        except RejectedPayload as rejected:
+            drop(str(rejected))
+            stored.set_result(None)
+            return stored
+        self._queue.append(Arrival(device, kind, content, utcnow(), stored))
+        DEVICE_INGEST_QUEUED.set(len(self._queue))
+        self._idle.clear()
+        self._arrived.set()
+        return stored
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far is stored (the link waits when it stops)."""
+        await self._idle.wait()
+
+    async def run(self) -> None:
+        """The writer: store the head of the queue, again and again."""
+        while True:
+            if not self._queue:
+                self._idle.set()
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            try:
+                await self._store_next_group()
+            except Exception:
+                self._failed()
+                await asyncio.sleep(RETRY_S)
+                continue
+            if self._failing:
+                logger.warning("the device link stores device messages again")
+                self._failing = False
+                DEVICE_INGEST_FAILING.set(0)
+
+    async def _store_next_group(self) -> None:
+        """The readings at the head (up to BATCH) in one transaction, or the result there."""
+        head = self._queue[0]
+        if head.kind == topics.STATE:
+            group: list[Arrival] = []
+            for arrival in self._queue:
+                if arrival.kind != topics.STATE or len(group) == BATCH:
+                    break
+                group.append(arrival)
+            arrived = [
+                ArrivedReading(a.device.controller_id, a.content, a.arrived_at) for a in group
+            ]
+            async with self.runtime.database.write() as connection:
+                await readings_repository.insert_readings(connection, arrived)
+        else:
+            group = [head]
+            outcome = await commands.record_result(
+                self.runtime, head.device.controller_id, head.content
+            )
+            if outcome.dropped is not None:
+                drop(outcome.dropped)
+            elif outcome.command is not None:
+                self.round_trips.finished(outcome.command.id)
+        for arrival in group:  # committed: acknowledged, in arrival order
+            self._queue.popleft()
+            if not arrival.stored.done():
+                arrival.stored.set_result(None)
+        DEVICE_INGEST_QUEUED.set(len(self._queue))
+        if len(self._queue) < CAPACITY:
+            self._room.set()
+
+    def _failed(self) -> None:
+        if not self._failing:  # once per outage, not once per batch
+            logger.warning(
+                "the device link cannot store device messages; holding them (and the "
+                "devices) back until it can",
+                exc_info=True,
+            )
+        self._failing = True
+        DEVICE_INGEST_FAILING.set(1)
