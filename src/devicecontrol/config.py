@@ -101,6 +101,9 @@ class Settings:
     mqtt_ca: str | None = None
     command_ttl_s: int = 300
     send_wait_ms: int = 3000
+    # commands are pushed (notifications.py); this slow sweep finds what a lost
+    # announcement would have missed
+    command_sweep_s: int = 5
     reading_retention_days: int = 30
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
@@ -305,6 +308,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         send_wait_ms=_bounded_int(
             env, "SEND_WAIT_MS", defaults.send_wait_ms, low=0, high=MAX_SEND_WAIT_MS
+        ),
+        command_sweep_s=_bounded_int(
+            env, "COMMAND_SWEEP", defaults.command_sweep_s, low=1, high=3600
         ),
         reading_retention_days=_positive_int(
             env, "READING_RETENTION", defaults.reading_retention_days

@@ -15,6 +15,7 @@ from devicecontrol.auth import passwords
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.config import Settings
 from devicecontrol.db import Database
+from devicecontrol.notifications import Changes
 
 # argon2 is CPU-bound (about 0.1 s a hash): at most half the cores hash at once per
 # process, so that a login storm cannot take the cores the other requests need. On the
@@ -29,6 +30,9 @@ class Runtime:
         self.database = database
         self.hashing_limiter = anyio.CapacityLimiter(PASSWORD_HASHING_CONCURRENCY)
         self.token_cache = TokenCache(settings.token_cache_ms)
+        # commands made and finished, announced to every process (started by those that
+        # listen: the HTTP app and the device link)
+        self.changes = Changes(settings.database_url)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
@@ -38,4 +42,5 @@ class Runtime:
         return cls(settings=settings, database=Database(settings.database_url))
 
     async def close(self) -> None:
+        await self.changes.close()
         await self.database.dispose()

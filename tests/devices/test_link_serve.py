@@ -5,9 +5,11 @@ and no device secret in the log, even at debug level."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -247,3 +249,41 @@ async def _connects(port: int) -> bool:
 def _other_link(server: Server, old: int) -> list[int] | None:
     found = link_processes(server)
     return found if found and old not in found else None
+
+
+async def answer_every_command(device: aiomqtt.Client) -> None:
+    """The device carries each command out at once and reports it succeeded."""
+    async for message in device.messages:
+        command = msgspec.json.decode(message.payload)
+        result = msgspec.json.encode({"id": command["id"], "status": "succeeded"})
+        await device.publish(f"devices/{SERIAL}/commands/result", result, qos=1)
+
+
+async def test_commands_and_results_are_pushed_between_processes_not_swept(database_url, tmp_path):
+    """With the safety sweep an hour apart, a command made by either worker reaches the
+    device, and its result the waiting request, only by their announcements: each ?wait
+    answers succeeded as soon as the device has answered, long before its wait runs out."""
+    await provision(database_url)
+    port, env = mqtt_environment(DEVICECONTROL_COMMAND_SWEEP="3600")
+    with running_server(
+        database_url, tmp_path, "--workers", "2", env=env, device_link=True
+    ) as server:
+        token = access_token(server)
+        async with plug(port) as device:
+            await device.subscribe(COMMANDS, qos=1)
+            answering = asyncio.create_task(answer_every_command(device))
+            try:
+                for state in ("on", "off", "on", "off"):
+                    began = time.monotonic()
+                    response = await asyncio.to_thread(
+                        httpx.post,
+                        f"{server.base_url}/v1/controllers/{SERIAL}/commands?wait=20",
+                        json={"name": "switch_on_off", "params": {"state": state}},
+                        headers={"Authorization": f"Bearer {token}"},
+                        timeout=30,
+                    )
+                    assert response.status_code == 201, response.text
+                    assert response.json()["command"]["status"] == "succeeded"
+                    assert time.monotonic() - began < 10  # woken, not run out
+            finally:
+                answering.cancel()

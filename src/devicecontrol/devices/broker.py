@@ -125,7 +125,7 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
 
     _expiry: asyncio.Task[None] | None = None
     # the link's DeviceLink.publication, set once the CONNECT is proved
-    take_publication: Callable[[str, str, bytes], asyncio.Future[None] | None] | None = None
+    take_publication: Callable[..., asyncio.Future[None] | None] | None = None
 
     def handle_read_timeout(self) -> None:
         if self._expiry is None:
@@ -151,8 +151,12 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
     def _hand_over(self, app_message: Any) -> asyncio.Future[None] | None:
         assert self.take_publication is not None and self.session is not None
         identity = self.session.attributes[IDENTITY]
+        packet = app_message.publish_packet
         return self.take_publication(
-            identity.serial_number, app_message.topic, bytes(app_message.data)
+            identity.serial_number,
+            app_message.topic,
+            bytes(app_message.data),
+            redelivery=bool(packet is not None and packet.dup_flag),
         )
 
 

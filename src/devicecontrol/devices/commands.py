@@ -8,6 +8,7 @@ ownership only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,12 +23,12 @@ from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import lifecycle, repository
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.errors import InvalidField, NotFound, TooManyRequests
+from devicecontrol.notifications import COMMAND_MADE, Change
 from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
 
 MAX_UNFINISHED = 100
 MIN_TTL_S, MAX_TTL_S = 1, 86400
-WAIT_POLL_S = 0.05
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 
@@ -110,7 +111,7 @@ async def create_command(
                 f"The controller has {MAX_UNFINISHED} unfinished commands; wait for them.",
                 retry_after_s=5,
             )
-        return await repository.insert_command(
+        command = await repository.insert_command(
             connection,
             {
                 "public_id": secrets.token_hex(12),
@@ -123,6 +124,9 @@ async def create_command(
                 "expires_at": now + timedelta(seconds=ttl_s),
             },
         )
+    # committed: the device link (whichever process runs it) delivers it now
+    await runtime.changes.announce(Change(COMMAND_MADE, device.controller_id, command.id))
+    return command
 
 
 async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row:
@@ -138,17 +142,26 @@ async def wait_until_finished(
 ) -> Row:
     """The command once it is finished, or as it stands after ``timeout_s``.
 
-    Polls the table: the result may arrive through any process (the link writes it).
+    Woken by the announcement of its result (the link stores it, in whatever process);
+    read again every ``DEVICECONTROL_COMMAND_SWEEP`` seconds in case one was lost, and
+    once more at the end.
     """
     deadline = monotonic() + timeout_s
-    while lifecycle.shown_status(command.status, command.expires_at, utcnow()) in (
-        lifecycle.UNFINISHED
-    ):
-        remaining = deadline - monotonic()
-        if remaining <= 0:
-            break
-        await asyncio.sleep(min(WAIT_POLL_S, remaining))
+    sweep_s = runtime.settings.command_sweep_s
+    with runtime.changes.finished(command.id) as finished:
+        await runtime.changes.start()  # this process hears announcements from now on
+        # a result announced before this listened is in the table: one read finds it
         command = await get_command(runtime, device, command.public_id)
+        while lifecycle.shown_status(command.status, command.expires_at, utcnow()) in (
+            lifecycle.UNFINISHED
+        ):
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), min(sweep_s, remaining))
+            finished.clear()
+            command = await get_command(runtime, device, command.public_id)
     return command
 
 

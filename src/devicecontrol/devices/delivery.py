@@ -54,6 +54,12 @@ async def deliverable(runtime: Runtime, identity: DeviceIdentity) -> list[Row]:
         return await repository.deliverable_commands(connection, identity.controller_id, utcnow())
 
 
+async def still_queued(runtime: Runtime, identity: DeviceIdentity) -> list[Row]:
+    """What a subscribed device has not been sent yet (a command was just made)."""
+    async with runtime.database.read() as connection:
+        return await repository.queued_commands_of(connection, [identity.controller_id], utcnow())
+
+
 async def deliver(
     runtime: Runtime,
     identity: DeviceIdentity,

@@ -22,6 +22,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import commands, readings, readings_repository, topics
 from devicecontrol.devices.delivery import RoundTrips
@@ -29,12 +31,15 @@ from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import drop
 from devicecontrol.devices.readings import RejectedPayload
 from devicecontrol.devices.readings_repository import ArrivedReading
+from devicecontrol.notifications import COMMAND_FINISHED, Change
 from devicecontrol.observability.metrics import DEVICE_INGEST_FAILING, DEVICE_INGEST_QUEUED
 from devicecontrol.runtime import Runtime
 
 CAPACITY = 20_000  # messages waiting for the database, all devices together
 BATCH = 1_000  # the most one transaction takes
 RETRY_S = 0.5  # after a failed transaction
+# a redelivery (DUP) equal to one of its device's newest readings was stored already
+REDELIVERY_LOOKBACK = 20
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
@@ -47,6 +52,7 @@ class Arrival:
     content: Any  # a reading's stored JSON (str), or a result's object (dict)
     arrived_at: Any
     stored: asyncio.Future[None]
+    redelivery: bool  # the PUBLISH's DUP flag: it may have been stored before a crash
 
 
 class Ingest:
@@ -67,7 +73,9 @@ class Ingest:
             self._room.clear()
             await self._room.wait()
 
-    def put(self, device: DeviceIdentity, kind: str, payload: bytes) -> asyncio.Future[None]:
+    def put(
+        self, device: DeviceIdentity, kind: str, payload: bytes, *, redelivery: bool = False
+    ) -> asyncio.Future[None]:
         """Queue a message; the future is done once it is stored, or at once if a rule
         drops it (dropped and counted: acknowledging it loses nothing it was owed)."""
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -80,7 +88,7 @@ class Ingest:
             drop(str(rejected))
             stored.set_result(None)
             return stored
-        self._queue.append(Arrival(device, kind, content, utcnow(), stored))
+        self._queue.append(Arrival(device, kind, content, utcnow(), stored, redelivery))
         DEVICE_INGEST_QUEUED.set(len(self._queue))
         self._idle.clear()
         self._arrived.set()
@@ -118,11 +126,13 @@ class Ingest:
                 if arrival.kind != topics.STATE or len(group) == BATCH:
                     break
                 group.append(arrival)
-            arrived = [
-                ArrivedReading(a.device.controller_id, a.content, a.arrived_at) for a in group
-            ]
             async with self.runtime.database.write() as connection:
-                await readings_repository.insert_readings(connection, arrived)
+                arrived = [
+                    ArrivedReading(a.device.controller_id, a.content, a.arrived_at)
+                    for a in await _without_stored_redeliveries(connection, group)
+                ]
+                if arrived:
+                    await readings_repository.insert_readings(connection, arrived)
         else:
             group = [head]
             outcome = await commands.record_result(
@@ -132,6 +142,8 @@ class Ingest:
                 drop(outcome.dropped)
             elif outcome.command is not None:
                 self.round_trips.finished(outcome.command.id)
+                finished = Change(COMMAND_FINISHED, head.device.controller_id, outcome.command.id)
+                await self.runtime.changes.announce(finished)  # wakes ?wait and /send
         for arrival in group:  # committed: acknowledged, in arrival order
             self._queue.popleft()
             if not arrival.stored.done():
@@ -149,3 +161,25 @@ class Ingest:
             )
         self._failing = True
         DEVICE_INGEST_FAILING.set(1)
+
+
+async def _without_stored_redeliveries(
+    connection: AsyncConnection, group: list[Arrival]
+) -> list[Arrival]:
+    """The group less the redeliveries already stored: a DUP reading equal to one of its
+    device's newest stored ones is the same message, whose PUBACK a crash lost (results
+    need no such check: a finished command never changes)."""
+    recent: dict[int, list[str]] = {}  # stored, and kept earlier in this group
+    kept = []
+    for arrival in group:
+        controller_id = arrival.device.controller_id
+        if arrival.redelivery and controller_id not in recent:
+            recent[controller_id] = await readings_repository.recent_payloads(
+                connection, controller_id, REDELIVERY_LOOKBACK
+            )
+        if arrival.redelivery and arrival.content in recent[controller_id]:
+            continue
+        if controller_id in recent:
+            recent[controller_id].append(arrival.content)
+        kept.append(arrival)
+    return kept

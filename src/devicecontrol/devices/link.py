@@ -6,9 +6,9 @@ secret changed. The broker is either the embedded one (``broker.py``, amqtt, the
 or an external one the link is a client of (``external.py``, ``DEVICECONTROL_MQTT_URL``);
 both report to the same methods here, behind the small ``LinkBroker`` face, so that the
 rules are written once. The link runs in one process whatever the number of HTTP workers
-(``link_process.py``). Commands are rows: the link polls the table for those of its
-connected devices, so a command made by any process, before or after a restart, reaches
-its device.
+(``link_process.py``). Commands are rows: a command made by any process is announced
+(``notifications.py``) and delivered at once; a slow sweep of the table finds what a lost
+announcement missed, and a (re)subscription delivers everything still deliverable.
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import DeviceWork, MessageRate, drop
 from devicecontrol.devices.ingest import Ingest
 from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES
+from devicecontrol.notifications import COMMAND_MADE, Change
 from devicecontrol.observability.logs import emit
 from devicecontrol.observability.metrics import DEVICE_MESSAGES, DEVICES_CONNECTED
 from devicecontrol.runtime import Runtime
 
 __all__ = ["DeviceConnection", "DeviceLink", "LinkBroker", "LinkError"]
 
-POLL_S = 0.1  # new commands reach a connected device this soon
+NEW = "new"  # a delivery of the commands still queued (after an announcement)
 WATCH_S = 1.0  # a rotated secret closes its connection this soon
 STOP_WAIT_S = 5.0
 logger = logging.getLogger("devicecontrol.devices.link")
@@ -57,7 +58,8 @@ class DeviceConnection:
     address: str
     handler: Any = None  # the broker's protocol handler, once the session runs
     subscribed: bool = False  # to its commands topic: deliveries may go out
-    delivering: bool = False  # a delivery is waiting or running: the poll leaves it be
+    delivering: bool = False  # a delivery is waiting or running: the sweep leaves it be
+    again: bool = False  # a command was made meanwhile: deliver once more after it
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -109,6 +111,7 @@ class DeviceLink:
         self._tasks: list[asyncio.Task[None]] = []
         self._failing: set[str] = set()  # periodic tasks failing now (logged once)
         self._undelivered: set[str] = set()  # serials whose delivery failed half-way
+        self._started_delivering = False  # broker_ready has run once
 
     @property
     def port(self) -> int:
@@ -120,6 +123,8 @@ class DeviceLink:
         """Start the broker (``LinkError`` with a one-line reason if it cannot be); it sets
         who is online first (``reset_online`` or ``adopt_online``)."""
         await self.broker.start()
+        self.runtime.changes.add_listener(self._changed)
+        await self.runtime.changes.start()
         self._tasks = [
             asyncio.create_task(self.ingest.run(), name="link: ingest"),
             asyncio.create_task(self._deliver_new_commands(), name="link: new commands"),
@@ -132,6 +137,7 @@ class DeviceLink:
         """Stop the broker and store what was accepted. The embedded broker's devices are
         disconnected cleanly and set offline; an external broker's stay connected to it,
         and online."""
+        self.runtime.changes.remove_listener(self._changed)
         ingest, *others = self._tasks
         for task in others:
             task.cancel()
@@ -185,10 +191,17 @@ class DeviceLink:
         DEVICES_CONNECTED.set(len(self.connections))
 
     def broker_ready(self) -> None:
-        """The broker is back: deliveries that failed on the way out are made again."""
-        for serial_number in sorted(self._undelivered):
+        """The broker is (back) in reach: deliveries that failed on the way out are made
+        again. The first time after the link started, every subscribed device gets what is
+        deliverable: a command a previous link marked ``sent`` may never have gone out, and
+        devices that stayed connected to an external broker will not subscribe again."""
+        first, self._started_delivering = not self._started_delivering, True
+        serials = sorted(self.connections) if first else sorted(self._undelivered)
+        for serial_number in serials:
             connection = self.connections.get(serial_number)
-            if connection is not None and connection.subscribed:
+            if connection is not None and connection.delivering:
+                connection.again = True
+            elif connection is not None and connection.subscribed:
                 self._deliver(connection, None)
         self._undelivered.clear()
 
@@ -262,7 +275,7 @@ class DeviceLink:
         drop("forbidden_topic")
 
     def publication(
-        self, serial_number: str, topic: str, payload: bytes
+        self, serial_number: str, topic: str, payload: bytes, *, redelivery: bool = False
     ) -> asyncio.Future[None] | None:
         """A device's message on one of its topics, queued for the database behind the
         earlier ones: the future is done once it is stored (the PUBACK may go then), None
@@ -281,24 +294,42 @@ class DeviceLink:
         if len(payload) > MAX_PAYLOAD_BYTES:  # not even queued
             drop("too_large")
             return None
-        return self.ingest.put(connection.identity, kind, payload)
+        return self.ingest.put(connection.identity, kind, payload, redelivery=redelivery)
 
     # --- deliveries ---------------------------------------------------------------------
 
-    def _deliver(self, connection: DeviceConnection, queued: list[Row] | None) -> None:
-        """Queue a delivery: of ``queued``, or (None) of everything deliverable."""
+    def _changed(self, change: Change) -> None:
+        """A command was made (by any process): deliver it now to its connected device."""
+        if change.kind != COMMAND_MADE or not self.broker.ready:
+            return
+        for connection in self.connections.values():
+            if connection.identity.controller_id == change.controller_id:
+                if connection.delivering:
+                    connection.again = True
+                elif connection.subscribed:
+                    self._deliver(connection, NEW)
+                return
+
+    def _deliver(self, connection: DeviceConnection, queued: list[Row] | str | None) -> None:
+        """Queue a delivery: of ``queued``, of the commands still queued (``NEW``), or
+        (None) of everything deliverable, sent ones without a result included."""
         connection.delivering = True
+        connection.again = False
         job = partial(self._delivery, connection, queued)
         self.work.put(connection.identity.serial_number, job)
 
-    async def _delivery(self, connection: DeviceConnection, queued: list[Row] | None) -> None:
+    async def _delivery(self, connection: DeviceConnection, queued: list[Row] | str | None) -> None:
         try:
             if connection.ended.is_set() or not connection.subscribed:
                 return
             device = connection.identity
-            rows = queued
-            if rows is None:
+            if queued is None:
                 rows = await delivery.deliverable(self.runtime, device)
+            elif queued == NEW:
+                rows = await delivery.still_queued(self.runtime, device)
+            else:
+                assert not isinstance(queued, str)
+                rows = queued
             await delivery.deliver(
                 self.runtime, device, rows, publish=self._publish, round_trips=self.round_trips
             )
@@ -309,15 +340,18 @@ class DeviceLink:
             raise
         finally:
             connection.delivering = False
+            if connection.again and connection.subscribed and not connection.ended.is_set():
+                self._deliver(connection, NEW)  # what was made while this one ran
 
     async def _publish(self, topic: str, payload: bytes) -> None:
         """To the one session allowed to subscribe to ``topic``: its device's."""
         await self.broker.publish(topic, payload)
 
     async def _deliver_new_commands(self) -> None:
-        """Commands made since (by any process): the table, polled for subscribed devices."""
+        """The safety sweep: commands an announcement lost, found in the table every
+        ``DEVICECONTROL_COMMAND_SWEEP`` seconds (they are pushed: ``_changed``)."""
         while True:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.runtime.settings.command_sweep_s)
             waiting = {
                 c.identity.controller_id: c
                 for c in self.connections.values()

@@ -87,6 +87,17 @@ async def delete_readings_before(connection: AsyncConnection, cutoff: datetime, 
     return result.rowcount
 
 
+async def recent_payloads(connection: Reader, controller_id: int, limit: int) -> list[str]:
+    """The controller's ``limit`` newest stored readings, as stored (a redelivery check)."""
+    query = (
+        select(readings.c.payload)
+        .where(readings.c.controller_id == controller_id)
+        .order_by(readings.c.id.desc())
+        .limit(limit)
+    )
+    return list((await connection.execute(query)).scalars())
+
+
 async def insert_readings(connection: AsyncConnection, arrived: Sequence[ArrivedReading]) -> None:
     """Store a batch of readings (in arrival order) and make each controller's newest its
     latest: one multi-row INSERT for the history, then one write per controller.
@@ -104,7 +115,7 @@ async def insert_readings(connection: AsyncConnection, arrived: Sequence[Arrived
             )
         ).all()
     )
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "controller_id": a.controller_id,
             "assignment_id": owners.get(a.controller_id),
