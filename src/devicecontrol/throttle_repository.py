@@ -8,11 +8,12 @@ from datetime import datetime
 from sqlalchemy import BigInteger, delete, func, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.db import Reader
 from devicecontrol.tables import throttle_failures
 
 
 async def failure_times(
-    connection: AsyncConnection, scope: str, subject_digest: str, *, since: datetime
+    connection: Reader, scope: str, subject_digest: str, *, since: datetime
 ) -> list[datetime]:
     """When the subject failed after ``since``, oldest first."""
     query = (

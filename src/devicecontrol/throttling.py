@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol import throttle_repository
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import ThrottleRule
+from devicecontrol.db import Reader
 from devicecontrol.errors import TooManyRequests
 from devicecontrol.observability.metrics import THROTTLED
 
@@ -34,7 +35,7 @@ Subject = tuple[str, str]  # (scope, subject)
 
 
 async def _seconds_until_allowed(
-    connection: AsyncConnection, subject: Subject, rule: ThrottleRule, now: datetime
+    connection: Reader, subject: Subject, rule: ThrottleRule, now: datetime
 ) -> int:
     """0 when another attempt is allowed, else how long until enough failures age out."""
     scope, name = subject
@@ -74,12 +75,23 @@ async def ensure_allowed(
     subjects stay locked until it ends.
     """
     await _lock_subjects(connection, [subject for subject, _ in checks])
-    wait = 0
-    for subject, rule in checks:
-        wait = max(wait, await _seconds_until_allowed(connection, subject, rule, now))
+    wait = await seconds_until_allowed(connection, checks, now)
     if wait:
         THROTTLED.labels(what).inc()
         raise TooManyRequests(f"Too many failed {what}; try again later.", retry_after_s=wait)
+
+
+async def seconds_until_allowed(
+    connection: Reader, checks: Sequence[tuple[Subject, ThrottleRule]], now: datetime
+) -> int:
+    """0 when every subject may try again, else how long until all of them may: a read
+    alone, for callers whose success must write nothing (a device's connect). Without the
+    locks of ``ensure_allowed``, failures racing each other may pass the limit by as many
+    as race."""
+    wait = 0
+    for subject, rule in checks:
+        wait = max(wait, await _seconds_until_allowed(connection, subject, rule, now))
+    return wait
 
 
 async def record_failures(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import sqlite3
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,12 +19,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiomqtt
+import asyncpg
 import msgspec
 from amqtt.adapters import StreamReaderAdapter
 from amqtt.mqtt.connack import ConnackPacket
 from amqtt.mqtt.connect import ConnectPacket, ConnectPayload, ConnectVariableHeader
 from prometheus_client import REGISTRY
 from sqlalchemy import Row, select
+from sqlalchemy.engine import make_url
 
 from devicecontrol.devices import commands, identity, repository
 from devicecontrol.devices.link import DeviceLink
@@ -71,6 +74,30 @@ async def new_command(runtime: Runtime, serial: str, state: str = "on", *, ttl_s
 async def command_status(runtime: Runtime, serial: str, command: Row) -> str:
     device = await owned(runtime, serial)
     return commands.shown(await commands.get_command(runtime, device, command.public_id))["status"]
+
+
+@asynccontextmanager
+async def writes_locked(database_url: str, *tables: str) -> AsyncIterator[None]:
+    """No one else writes (SQLite: any table; PostgreSQL: ``tables``) while the block runs:
+    an open write transaction of another connection, as a slow or stuck writer holds."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        connection = sqlite3.connect(url.database or "", isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            connection.execute("ROLLBACK")
+            connection.close()
+        return
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    holder = await asyncpg.connect(dsn)
+    try:
+        async with holder.transaction():
+            await holder.execute(f"LOCK TABLE {', '.join(tables)} IN EXCLUSIVE MODE")
+            yield
+    finally:
+        await holder.close()
 
 
 @asynccontextmanager

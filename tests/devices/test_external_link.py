@@ -20,13 +20,19 @@ import pytest
 from sqlalchemy import select, update
 
 from devicecontrol.config import MqttUrl, Settings
-from devicecontrol.devices import mosquitto_log
+from devicecontrol.devices import commands, mosquitto_log
 from devicecontrol.devices.external import ExternalBroker, _Message, _Session
 from devicecontrol.devices.link import DeviceLink
 from devicecontrol.devices.mosquitto_log import NOTICE as N
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controllers
-from tests.devices.link_support import RawDevice, connection_ends, eventually, nothing_arrives
+from tests.devices.link_support import (
+    RawDevice,
+    connection_ends,
+    eventually,
+    new_command,
+    nothing_arrives,
+)
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -306,6 +312,26 @@ async def test_a_restart_of_serve_keeps_connected_devices_online_and_reaches_the
         assert await online(database_url)
 
 
+async def test_a_command_a_previous_link_left_sent_reaches_a_device_that_stayed_connected(
+    broker, sqlite_url, tmp_path
+):
+    """A link may mark a command sent and die before its publish went out; the device,
+    still connected to Mosquitto, will not subscribe again. The next link delivers it."""
+    await provision(broker, sqlite_url, SERIAL)
+    async with AsyncExitStack() as stack:
+        with serving(broker, sqlite_url, tmp_path / "first") as server:
+            plug = await stack.enter_async_context(device(broker))
+            await plug.subscribe(f"devices/{SERIAL}/commands", qos=1)
+            await eventually(lambda: online(sqlite_url))
+            os.kill(server.process.pid, signal.SIGTERM)
+            assert server.process.wait(timeout=15) == 0, server.stderr()
+        async with database(sqlite_url) as runtime:  # marked sent, never published
+            made = await new_command(runtime, SERIAL)
+            assert await commands.mark_sent(runtime, made)
+        with serving(broker, sqlite_url, tmp_path / "second"):
+            assert (await next_command(plug, within=RECONNECT_S))["id"] == made.public_id
+
+
 async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
     broker, sqlite_url, tmp_path
 ):
@@ -428,13 +454,16 @@ async def feed(link: DeviceLink, items: list[Any]) -> None:
     broker = link.broker
     assert isinstance(broker, ExternalBroker)
     reader = asyncio.create_task(broker._read())
+    writer = asyncio.create_task(link.ingest.run())  # online and offline are written there
     try:
         for item in items:
             broker._inbox.put_nowait(item)
         await asyncio.wait_for(broker._inbox.join(), 10)
         await link.work.drained()
+        await asyncio.wait_for(link.ingest.drained(), 10)
     finally:
         reader.cancel()
+        writer.cancel()
 
 
 def line(topic: str, text: str) -> _Message:

@@ -11,22 +11,17 @@ loses that backlog; this one acknowledged none of it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import sqlite3
 import time
-from collections.abc import AsyncIterator
 
 import aiomqtt
-import asyncpg
 import msgspec
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 
 from devicecontrol.devices import identity, repository
 from devicecontrol.tables import controllers, readings
-from tests.devices.link_support import SECRET, eventually
+from tests.devices.link_support import SECRET, eventually, writes_locked
 from tests.devices.test_link_serve import database, link_processes, mqtt_environment
 from tests.factories import make_controller
 from tests.processes import running_server
@@ -73,29 +68,6 @@ async def publish_until_cut_off(port: int, n: int, acknowledged: set[tuple[str, 
         return  # the link was killed: what was acknowledged so far is the promise
 
 
-@contextlib.asynccontextmanager
-async def readings_locked(database_url: str) -> AsyncIterator[None]:
-    """No one else writes a reading while the block runs (an open write transaction)."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite":
-        connection = sqlite3.connect(url.database, isolation_level=None)
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            connection.execute("ROLLBACK")
-            connection.close()
-        return
-    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    holder = await asyncpg.connect(dsn)
-    try:
-        async with holder.transaction():
-            await holder.execute("LOCK TABLE readings IN EXCLUSIVE MODE")
-            yield
-    finally:
-        await holder.close()
-
-
 async def stored(database_url: str) -> set[tuple[str, int]]:
     async with database(database_url) as runtime, runtime.database.read() as connection:
         rows = await connection.execute(
@@ -117,7 +89,7 @@ async def test_every_acknowledged_reading_survives_a_sigkill_of_the_link(databas
             for n in range(DEVICES)
         ]
         await asyncio.sleep(FLOW_S)
-        async with readings_locked(database_url):
+        async with writes_locked(database_url, "readings"):
             flowing = len(acknowledged)
             await asyncio.sleep(LOCKED_S)
             os.kill(link_pid, signal.SIGKILL)

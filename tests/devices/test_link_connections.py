@@ -31,6 +31,7 @@ from tests.devices.link_support import (
     provision,
     running_link,
     stored_readings,
+    writes_locked,
 )
 
 SERIAL = "PLUG-1"
@@ -198,3 +199,15 @@ async def test_a_taken_port_is_a_one_line_link_error(runtime):
     assert "\n" not in message
     assert f"127.0.0.1:{link.port}" in message
     assert "DEVICECONTROL_MQTT_LISTEN" in message
+
+
+async def test_a_connect_with_the_right_secret_writes_nothing_synchronously(runtime, database_url):
+    """While another connection holds the write lock, a device with its right secret is
+    let in at once (its throttle and secret are read; online is written later)."""
+    await provision(runtime, SERIAL)
+    async with running_link(runtime) as link:
+        async with writes_locked(database_url, "controllers", "throttle_failures"):
+            raw, code = await RawDevice.connect(link.port, SERIAL)
+            assert code == 0
+        await eventually(lambda: is_online(runtime, SERIAL))
+        raw.kill()

@@ -18,8 +18,9 @@ from devicecontrol.auth import tokens
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import repository
-from devicecontrol.errors import NotFound, TooManyRequests
+from devicecontrol.errors import NotFound
 from devicecontrol.observability import audit
+from devicecontrol.observability.metrics import THROTTLED
 from devicecontrol.runtime import Runtime
 
 DEVICE_SERIAL = "device_serial"
@@ -63,28 +64,25 @@ async def authenticate_device(
     # the serial from this address: failures elsewhere never keep the device out
     by_serial = (DEVICE_SERIAL, f"{serial}@{address}")
     by_address = (DEVICE_ADDRESS, address)
-    device = None
-    try:
-        async with runtime.database.write() as connection:
-            await throttling.ensure_allowed(
-                connection,
-                [
-                    (by_serial, settings.throttle_device_per_serial),
-                    (by_address, settings.throttle_device_per_address),
-                ],
-                utcnow(),
-                what="device connects",
-            )
-            if is_serial_number(serial):
-                device = await repository.find_device(connection, serial)
-            stored = device.device_secret_digest if device is not None else None
-            proved = tokens.matches_digest(password or "", stored)
-            if proved and device is not None and client_id == serial:
-                return DeviceIdentity(device.id, device.serial_number, device.type, stored)
-            await throttling.record_failures(connection, [by_serial, by_address], utcnow())
-            reason = "wrong credentials"
-    except TooManyRequests:
+    checks = [(by_serial, settings.throttle_device_per_serial),
+              (by_address, settings.throttle_device_per_address)]  # fmt: skip
+    # the right secret writes nothing: the throttle and the secret are read
+    async with runtime.database.read() as connection:
+        wait = await throttling.seconds_until_allowed(connection, checks, utcnow())
+        device = (
+            await repository.find_device(connection, serial) if is_serial_number(serial) else None
+        )
+    stored = device.device_secret_digest if device is not None else None
+    proved = tokens.matches_digest(password or "", stored)
+    if wait:
+        THROTTLED.labels("device connects").inc()
         reason = "throttled"
+    elif proved and device is not None and client_id == serial:
+        return DeviceIdentity(device.id, device.serial_number, device.type, stored or "")
+    else:
+        async with runtime.database.write() as connection:
+            await throttling.record_failures(connection, [by_serial, by_address], utcnow())
+        reason = "wrong credentials"
     audit.record(
         "device_connect",
         audit.FAILURE,

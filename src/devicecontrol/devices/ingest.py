@@ -20,12 +20,13 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.clock import utcnow
-from devicecontrol.devices import commands, readings, readings_repository, topics
+from devicecontrol.devices import commands, readings, readings_repository, repository, topics
 from devicecontrol.devices.delivery import RoundTrips
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.inbound import drop
@@ -66,6 +67,10 @@ class Ingest:
         self._idle = asyncio.Event()  # nothing queued, nothing being written
         self._idle.set()
         self._failing = False
+        # controller id -> (online, since when): the latest word on each, not yet written
+        self._presence: dict[int, tuple[bool, datetime]] = {}
+        self._presence_written = asyncio.Event()  # nothing of it waits to be written
+        self._presence_written.set()
 
     async def room(self) -> None:
         """Return once the queue can take a message (the broker waits before a read)."""
@@ -94,6 +99,19 @@ class Ingest:
         self._arrived.set()
         return stored
 
+    def presence(self, controller_id: int, *, online: bool) -> None:
+        """A device connected or went away: written with the next batch, before it, never
+        by the connect itself (a connect with the right secret writes nothing)."""
+        self._presence[controller_id] = (online, utcnow())
+        self._presence_written.clear()
+        self._idle.clear()
+        self._arrived.set()
+
+    async def presence_written(self) -> None:
+        """Wait until every online and offline noted so far is in the database (the link
+        reads or resets ``online`` after it)."""
+        await self._presence_written.wait()
+
     async def drained(self) -> None:
         """Wait until everything queued so far is stored (the link waits when it stops)."""
         await self._idle.wait()
@@ -101,13 +119,16 @@ class Ingest:
     async def run(self) -> None:
         """The writer: store the head of the queue, again and again."""
         while True:
-            if not self._queue:
+            if not self._queue and not self._presence:
                 self._idle.set()
                 self._arrived.clear()
                 await self._arrived.wait()
                 continue
             try:
-                await self._store_next_group()
+                if self._presence:
+                    await self._store_presence()
+                if self._queue:
+                    await self._store_next_group()
             except Exception:
                 self._failed()
                 await asyncio.sleep(RETRY_S)
@@ -116,6 +137,16 @@ class Ingest:
                 logger.warning("the device link stores device messages again")
                 self._failing = False
                 DEVICE_INGEST_FAILING.set(0)
+
+    async def _store_presence(self) -> None:
+        written = dict(self._presence)
+        async with self.runtime.database.write() as connection:
+            await repository.set_presence(connection, written)
+        for controller_id, state in written.items():  # unless it changed meanwhile
+            if self._presence.get(controller_id) == state:
+                del self._presence[controller_id]
+        if not self._presence:
+            self._presence_written.set()
 
     async def _store_next_group(self) -> None:
         """The readings at the head (up to BATCH) in one transaction, or the result there."""

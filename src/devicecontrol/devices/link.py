@@ -166,7 +166,8 @@ class DeviceLink:
     async def reset_online(self) -> None:
         """Everyone offline: the link knows of no connection (it starts, or an external
         broker's record of the time the link was away is gone)."""
-        await self.work.drained()  # no online or offline of before may land after this
+        await self.work.drained()
+        await self.ingest.presence_written()  # no online or offline of before lands after
         for connection in self.connections.values():
             connection.ended.set()
             self._live.discard(connection)
@@ -179,6 +180,7 @@ class DeviceLink:
         """The devices the database has online are connected and subscribed: an external
         broker kept every event of the time the link was away, and replays them next."""
         await self.work.drained()
+        await self.ingest.presence_written()
         async with self.runtime.database.read() as connection:
             rows = await repository.online_devices(connection)
         for row in rows:
@@ -237,7 +239,7 @@ class DeviceLink:
         device = connection.identity
         DEVICES_CONNECTED.set(len(self.connections))
         _log("device_connected", connection)
-        self.work.put(device.serial_number, partial(self._set_online, device.controller_id))
+        self.ingest.presence(device.controller_id, online=True)
 
     def connection_ended(self, connection: DeviceConnection) -> None:
         connection.ended.set()
@@ -248,15 +250,7 @@ class DeviceLink:
         del self.connections[device.serial_number]
         DEVICES_CONNECTED.set(len(self.connections))
         _log("device_disconnected", connection)
-        self.work.put(device.serial_number, partial(self._set_offline, device.controller_id))
-
-    async def _set_online(self, controller_id: int) -> None:
-        async with self.runtime.database.write() as connection:
-            await repository.set_online(connection, controller_id, online=True, now=utcnow())
-
-    async def _set_offline(self, controller_id: int) -> None:
-        async with self.runtime.database.write() as connection:
-            await repository.set_offline(connection, controller_id)
+        self.ingest.presence(device.controller_id, online=False)
 
     # --- subscriptions and messages (called by the broker's plugins) ---------------------
 

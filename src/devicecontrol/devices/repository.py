@@ -135,6 +135,26 @@ async def touch_last_seen(connection: AsyncConnection, controller_id: int, now: 
     )
 
 
+async def set_presence(
+    connection: AsyncConnection, changes: dict[int, tuple[bool, datetime]]
+) -> None:
+    """Online (with ``last_seen`` = when it connected) or offline, for many at once."""
+    online = [{"b_id": cid, "b_at": at} for cid, (is_on, at) in changes.items() if is_on]
+    offline = [{"b_id": cid} for cid, (is_on, _) in changes.items() if not is_on]
+    if online:
+        await connection.execute(
+            update(controllers)
+            .where(controllers.c.id == bindparam("b_id"))
+            .values(online=True, last_seen=bindparam("b_at")),
+            online,
+        )
+    if offline:
+        await connection.execute(
+            update(controllers).where(controllers.c.id == bindparam("b_id")).values(online=False),
+            offline,
+        )
+
+
 async def set_offline(connection: AsyncConnection, controller_id: int) -> None:
     """The link lost the device; ``last_seen`` stays the time of its last message."""
     await connection.execute(
