@@ -128,6 +128,8 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
     take_publication: Callable[..., asyncio.Future[None] | None] | None = None
 
     def handle_read_timeout(self) -> None:
+        if getattr(self.reader, "held_back", False):
+            return  # the link holds the device back (flow control): not its silence
         if self._expiry is None:
             self._expiry = asyncio.ensure_future(self.handle_connection_closed())
 

@@ -68,6 +68,7 @@ class PacketGuard(ReaderAdapter):
         self._left = 0  # bytes of the current packet amqtt has not read yet
         self._ended = False
         self.unfinished_qos2: set[int] = set()  # packet ids waiting for their PUBREL
+        self.held_back = False  # waiting for room in the link's queue, not for the device
 
     async def read(self, n: int = -1) -> bytes:
         if self._left == 0 and not self._ended:
@@ -82,7 +83,11 @@ class PacketGuard(ReaderAdapter):
         self._socket.feed_eof()
 
     async def _next_packet(self) -> None:
-        await self._room()  # the link's queue is full: read nothing more (flow control)
+        self.held_back = True
+        try:
+            await self._room()  # the link's queue is full: read nothing more (flow control)
+        finally:
+            self.held_back = False
         try:
             header = await MQTTFixedHeader.from_stream(self._socket)
             if header is None:  # the device closed the socket
