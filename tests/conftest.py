@@ -32,6 +32,7 @@ from devicecontrol.db import Database
 from devicecontrol.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
 from tests.fake_time import FakeClock
+from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
 
 POSTGRESQL_URL_VARIABLE = "DEVICECONTROL_TEST_POSTGRESQL_URL"
 POSTGRESQL_URL = os.environ.get(POSTGRESQL_URL_VARIABLE, "").strip()
@@ -72,6 +73,18 @@ def production_hasher() -> Iterator[PasswordHasher]:
     previous = passwords.use_hasher(passwords.PRODUCTION_HASHER)
     yield passwords.PRODUCTION_HASHER
     passwords.use_hasher(previous)
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[PostgresInstance]:
+    """A PostgreSQL cluster of the test's own (tests/pg_instance.py), to stop and start at
+    will; never the machine's shared one. Fails if CI's PostgreSQL half has no server."""
+    if postgres_bin_dir() is None:
+        if POSTGRESQL_URL:
+            pytest.fail(f"{POSTGRESQL_URL_VARIABLE} is set but no PostgreSQL server is installed")
+        pytest.skip("no PostgreSQL server installed to start a private cluster")
+    with private_postgresql() as instance:
+        yield instance
 
 
 @pytest.fixture

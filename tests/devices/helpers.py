@@ -10,7 +10,8 @@ import msgspec
 from sqlalchemy import Row, select
 
 from devicecontrol.clock import utcnow
-from devicecontrol.devices import commands, readings, repository
+from devicecontrol.devices import commands, readings_repository, repository
+from devicecontrol.devices.readings_repository import ArrivedReading
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import commands as commands_table
 
@@ -30,9 +31,9 @@ async def device_row(runtime: Runtime, serial_number: str) -> Row:
 async def report(runtime: Runtime, serial_number: str, payload: dict[str, Any]) -> None:
     """The device publishes a reading on ``devices/<sn>/state``."""
     device = await device_row(runtime, serial_number)
-    await readings.record_arrived_reading(
-        runtime, controller_id=device.id, payload=msgspec.json.encode(payload)
-    )
+    arrived = ArrivedReading(device.id, msgspec.json.encode(payload).decode(), utcnow())
+    async with runtime.database.write() as connection:  # as the link's ingest stores it
+        await readings_repository.insert_readings(connection, [arrived])
 
 
 async def set_online(runtime: Runtime, serial_number: str, online: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -19,7 +19,6 @@ from devicecontrol.config import Settings
 from devicecontrol.db import Database
 from devicecontrol.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
-from tests.conftest import POSTGRESQL_URL, POSTGRESQL_URL_VARIABLE
 from tests.devices.link_support import (
     device,
     eventually,
@@ -28,23 +27,13 @@ from tests.devices.link_support import (
     running_link,
     stored_readings,
 )
-from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
+from tests.pg_instance import PostgresInstance
 
 SERIAL = "PLUG-OUT"
 STATE = f"devices/{SERIAL}/state"
 DURING_OUTAGE = 5  # readings published while the database is down
 OUTAGE_S = 2.0
 CANNOT_STORE = "cannot store device messages"
-
-
-@pytest.fixture
-def private_cluster() -> Iterator[PostgresInstance]:
-    if postgres_bin_dir() is None:
-        if POSTGRESQL_URL:
-            pytest.fail(f"{POSTGRESQL_URL_VARIABLE} is set but no PostgreSQL server is installed")
-        pytest.skip("no PostgreSQL server installed to start a private cluster")
-    with private_postgresql() as instance:
-        yield instance
 
 
 @pytest.fixture

@@ -10,15 +10,14 @@ serve process answers 200 again, with the same token and the same data.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from tests.cli.support import run_cli_in_process
-from tests.conftest import POSTGRESQL_URL, POSTGRESQL_URL_VARIABLE
-from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
+from tests.e2e.provisioning import client_and_user, plugs
+from tests.pg_instance import PostgresInstance
 from tests.processes import Server, running_server
 
 SECRET = "outage-client-secret-0123456789"
@@ -33,54 +32,11 @@ OUTAGE_ROUNDS = 3
 CONCURRENT_REQUESTS = 6
 
 
-@pytest.fixture
-def private_cluster() -> Iterator[PostgresInstance]:
-    if postgres_bin_dir() is None:
-        if POSTGRESQL_URL:
-            pytest.fail(f"{POSTGRESQL_URL_VARIABLE} is set but no PostgreSQL server is installed")
-        pytest.skip("no PostgreSQL server installed to start a private cluster")
-    with private_postgresql() as instance:
-        yield instance
-
-
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
 def provision(database_url: str) -> None:
     """A client, a user with two controllers, and one unowned controller, via the CLI."""
-    ok(
-        run_cli_in_process(
-            "clients", "create", "outage-app", "--secret", SECRET, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "users",
-            "create",
-            USERNAME,
-            input=f"{PASSWORD}\n{PASSWORD}\n",
-            database_url=database_url,
-        )
-    )
-    for serial, mac, owner in (
-        ("SN-1", "aa:bb:cc:dd:ee:01", ["--owner", USERNAME]),
-        ("SN-2", "aa:bb:cc:dd:ee:02", ["--owner", USERNAME]),
-        ("SN-3", "aa:bb:cc:dd:ee:03", []),
-    ):
-        ok(
-            run_cli_in_process(
-                "controllers",
-                "add",
-                serial,
-                "--mac",
-                mac,
-                "--type",
-                "smart_plug",
-                *owner,
-                database_url=database_url,
-            )
-        )
+    client_and_user(database_url, client_id="outage-app", secret=SECRET,
+                    username=USERNAME, password=PASSWORD)  # fmt: skip
+    plugs(database_url, owner=USERNAME)
 
 
 def log_in(http: httpx.Client) -> httpx.Response:

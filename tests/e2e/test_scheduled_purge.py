@@ -17,7 +17,7 @@ from devicecontrol.auth.tokens import digest
 from devicecontrol.clock import utcnow
 from devicecontrol.db import Database
 from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures, users
-from tests.cli.support import run_cli_in_process
+from tests.e2e.provisioning import client_and_user
 from tests.processes import Server, free_port, run_cli, running_server
 
 SECRET = "purge-client-secret-0123456789"
@@ -27,25 +27,9 @@ PURGE_DEADLINE_S = 15.0
 T = TypeVar("T")
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
 def provision(database_url: str) -> None:
-    ok(
-        run_cli_in_process(
-            "clients", "create", "purge-app", "--secret", SECRET, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "users",
-            "create",
-            USERNAME,
-            input=f"{PASSWORD}\n{PASSWORD}\n",
-            database_url=database_url,
-        )
-    )
+    client_and_user(database_url, client_id="purge-app", secret=SECRET,
+                    username=USERNAME, password=PASSWORD)  # fmt: skip
 
 
 def in_database(database_url: str, work: Callable[[AsyncConnection], Coroutine[Any, Any, T]]) -> T:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from devicecontrol import demo
-from tests.cli.support import run_cli_in_process
+from tests.e2e.provisioning import client_and_user, plugs
 from tests.processes import Server, free_port, run_cli, running_server
 
 SECRET = "e2e-client-secret-0123456789"
@@ -18,43 +18,11 @@ PASSWORD = "e2e-password-123"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
 def provision(database_url: str) -> None:
     """A client, a user and three controllers (two hers), all through the command line."""
-    ok(
-        run_cli_in_process(
-            "clients", "create", "e2e-app", "--secret", SECRET, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "users",
-            "create",
-            "ana@example.com",
-            input=f"{PASSWORD}\n{PASSWORD}\n",
-            database_url=database_url,
-        )
-    )
-    for serial, mac, owner in (
-        ("SN-1", "aa:bb:cc:dd:ee:01", ["--owner", "ana@example.com"]),
-        ("SN-2", "aa:bb:cc:dd:ee:02", ["--owner", "ana@example.com"]),
-        ("SN-3", "aa:bb:cc:dd:ee:03", []),
-    ):
-        added = run_cli_in_process(
-            "controllers",
-            "add",
-            serial,
-            "--mac",
-            mac,
-            "--type",
-            "smart_plug",
-            *owner,
-            database_url=database_url,
-        )
-        ok(added)
+    client_and_user(database_url, client_id="e2e-app", secret=SECRET,
+                    username="ana@example.com", password=PASSWORD)  # fmt: skip
+    plugs(database_url, owner="ana@example.com")
 
 
 def log_in(http: httpx.Client, prefix: str = "/v1", **credentials: str) -> httpx.Response:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from sqlalchemy import Row
 
@@ -38,7 +39,12 @@ from devicecontrol.runtime import Runtime
 
 __all__ = ["DeviceConnection", "DeviceLink", "LinkBroker", "LinkError"]
 
-NEW = "new"  # a delivery of the commands still queued (after an announcement)
+# what a delivery sends, besides rows the sweep already read: everything deliverable (sent
+# ones without a result included: a subscription), or the commands still queued (an
+# announcement of a new one)
+ALL_DELIVERABLE: Final = "all deliverable"
+STILL_QUEUED: Final = "still queued"
+Deliveries = Sequence[Row] | Literal["all deliverable", "still queued"]
 WATCH_S = 1.0  # a rotated secret closes its connection this soon
 STOP_WAIT_S = 5.0
 logger = logging.getLogger("devicecontrol.devices.link")
@@ -204,7 +210,7 @@ class DeviceLink:
             if connection is not None and connection.delivering:
                 connection.again = True
             elif connection is not None and connection.subscribed:
-                self._deliver(connection, None)
+                self._deliver(connection, ALL_DELIVERABLE)
         self._undelivered.clear()
 
     # --- connections (called by the broker) ----------------------------------------------
@@ -258,7 +264,7 @@ class DeviceLink:
         connection = self.connections.get(serial_number)
         if connection is not None and topics.may_subscribe(serial_number, topic):
             connection.subscribed = True
-            self._deliver(connection, None)
+            self._deliver(connection, ALL_DELIVERABLE)
 
     def unsubscribed(self, serial_number: str, topic: str) -> None:
         connection = self.connections.get(serial_number)
@@ -301,28 +307,26 @@ class DeviceLink:
                 if connection.delivering:
                     connection.again = True
                 elif connection.subscribed:
-                    self._deliver(connection, NEW)
+                    self._deliver(connection, STILL_QUEUED)
                 return
 
-    def _deliver(self, connection: DeviceConnection, queued: list[Row] | str | None) -> None:
-        """Queue a delivery: of ``queued``, of the commands still queued (``NEW``), or
-        (None) of everything deliverable, sent ones without a result included."""
+    def _deliver(self, connection: DeviceConnection, queued: Deliveries) -> None:
+        """Queue a delivery of ``queued`` (rows, or which ones to read then)."""
         connection.delivering = True
         connection.again = False
         job = partial(self._delivery, connection, queued)
         self.work.put(connection.identity.serial_number, job)
 
-    async def _delivery(self, connection: DeviceConnection, queued: list[Row] | str | None) -> None:
+    async def _delivery(self, connection: DeviceConnection, queued: Deliveries) -> None:
         try:
             if connection.ended.is_set() or not connection.subscribed:
                 return
             device = connection.identity
-            if queued is None:
-                rows = await delivery.deliverable(self.runtime, device)
-            elif queued == NEW:
+            if queued == ALL_DELIVERABLE:
+                rows: Sequence[Row] = await delivery.deliverable(self.runtime, device)
+            elif queued == STILL_QUEUED:
                 rows = await delivery.still_queued(self.runtime, device)
             else:
-                assert not isinstance(queued, str)
                 rows = queued
             await delivery.deliver(
                 self.runtime, device, rows, publish=self._publish, round_trips=self.round_trips
@@ -335,7 +339,7 @@ class DeviceLink:
         finally:
             connection.delivering = False
             if connection.again and connection.subscribed and not connection.ended.is_set():
-                self._deliver(connection, NEW)  # what was made while this one ran
+                self._deliver(connection, STILL_QUEUED)  # what was made while this one ran
 
     async def _publish(self, topic: str, payload: bytes) -> None:
         """To the one session allowed to subscribe to ``topic``: its device's."""

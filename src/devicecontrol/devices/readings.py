@@ -12,10 +12,9 @@ from typing import Any
 import msgspec
 from sqlalchemy import Row
 
-from devicecontrol.clock import format_timestamp, utcnow
+from devicecontrol.clock import format_timestamp
 from devicecontrol.devices import readings_repository
 from devicecontrol.devices.commands import LatestReading, OwnedDevice
-from devicecontrol.devices.readings_repository import ArrivedReading
 from devicecontrol.paging import Page, PageRequest
 from devicecontrol.runtime import Runtime
 
@@ -70,13 +69,6 @@ def storable_reading(payload: bytes) -> bytes:
     if not any(key.startswith("_") for key in value):
         return payload
     return _encode({k: v for k, v in value.items() if not k.startswith("_")})
-
-
-async def record_arrived_reading(runtime: Runtime, *, controller_id: int, payload: bytes) -> None:
-    """Store one accepted ``state`` message as the link's batches do (tests, the demo)."""
-    arrived = ArrivedReading(controller_id, payload.decode("utf-8"), utcnow())
-    async with runtime.database.write() as connection:
-        await readings_repository.insert_readings(connection, [arrived])
 
 
 def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:

@@ -155,13 +155,6 @@ async def set_presence(
         )
 
 
-async def set_offline(connection: AsyncConnection, controller_id: int) -> None:
-    """The link lost the device; ``last_seen`` stays the time of its last message."""
-    await connection.execute(
-        update(controllers).where(controllers.c.id == controller_id).values(online=False)
-    )
-
-
 async def online_devices(connection: Reader) -> list[Row]:
     """The devices stored as online, as ``find_device`` shows each."""
     query = select(
