@@ -20,7 +20,7 @@ from sqlalchemy import Row
 
 from devicecontrol.clock import monotonic, utcnow
 from devicecontrol.controllers.identity import is_serial_number
-from devicecontrol.devices import lifecycle, repository
+from devicecontrol.devices import command_status, lifecycle, repository
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.errors import InvalidField, NotFound, TooManyRequests
 from devicecontrol.notifications import COMMAND_MADE, Change
@@ -119,7 +119,7 @@ async def create_command(
                 "assignment_id": device.assignment_id,
                 "name": name,
                 "params": _encode(params).decode(),
-                "status": lifecycle.QUEUED,
+                "status": command_status.QUEUED,
                 "created_at": now,
                 "expires_at": now + timedelta(seconds=ttl_s),
             },
@@ -153,7 +153,7 @@ async def wait_until_finished(
         # a result announced before this listened is in the table: one read finds it
         command = await get_command(runtime, device, command.public_id)
         while lifecycle.shown_status(command.status, command.expires_at, utcnow()) in (
-            lifecycle.UNFINISHED
+            command_status.UNFINISHED
         ):
             remaining = deadline - monotonic()
             if remaining <= 0:
@@ -215,11 +215,11 @@ def delivery_payload(command: Row) -> bytes:
 
 async def mark_sent(runtime: Runtime, command: Row) -> bool:
     """Record a publication; False if the command finished or expired meanwhile (not sent)."""
-    if command.status == lifecycle.SENT:
+    if command.status == command_status.SENT:
         return True  # a redelivery after a reconnect: already sent
     async with runtime.database.write() as connection:
         return await lifecycle.transition(
-            connection, command.id, lifecycle.SENT, now=utcnow(), values={"sent_at": utcnow()}
+            connection, command.id, command_status.SENT, now=utcnow(), values={"sent_at": utcnow()}
         )
 
 
@@ -237,7 +237,7 @@ async def record_result(
     """A device reports how a command of its own ended; late, unknown or repeated ones are
     dropped (terminal states never change). A well-formed report counts as ``last_seen``."""
     public_id, status = result.get("id"), result.get("status")
-    if not isinstance(public_id, str) or status not in (lifecycle.SUCCEEDED, lifecycle.FAILED):
+    if not isinstance(public_id, str) or status not in command_status.RESULTS:
         return ResultOutcome(None, "malformed")
     outcome, error = result.get("result"), result.get("error")
     if outcome is not None and not isinstance(outcome, dict):

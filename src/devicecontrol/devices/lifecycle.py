@@ -1,9 +1,6 @@
-"""The command lifecycle (contract §9): its states and transitions, listed once.
-
-queued -> sent -> succeeded | failed, and queued | sent -> expired once ``expires_at`` has
-passed with no result, or -> failed when the controller changes hands. Terminal states
-never change. Every status change in the service goes through ``transition`` (or the two
-bulk moves below), which counts it in the metrics.
+"""The command lifecycle (contract §9): every status change in the service goes through
+``transition`` (or the two bulk moves below), which applies the table of
+``command_status.py`` in the UPDATE itself and counts the move in the metrics.
 """
 
 from __future__ import annotations
@@ -14,40 +11,30 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.devices import repository
+from devicecontrol.devices.command_status import (
+    EXPIRED,
+    FAILED,
+    TERMINAL,
+    UNFINISHED,
+    CommandStatus,
+    sources_of,
+)
 from devicecontrol.observability.metrics import COMMAND_TRANSITIONS
 
-QUEUED, SENT, SUCCEEDED, FAILED, EXPIRED = "queued", "sent", "succeeded", "failed", "expired"
-STATUSES = (QUEUED, SENT, SUCCEEDED, FAILED, EXPIRED)
-UNFINISHED = frozenset({QUEUED, SENT})
-TERMINAL = frozenset({SUCCEEDED, FAILED, EXPIRED})
-
-# the allowed moves; anything else is refused
-TRANSITIONS: dict[str, frozenset[str]] = {
-    QUEUED: frozenset({SENT, FAILED, EXPIRED}),  # failed: the owner changed
-    SENT: frozenset({SUCCEEDED, FAILED, EXPIRED}),  # a late "queued" never happens
-    SUCCEEDED: frozenset(),
-    FAILED: frozenset(),
-    EXPIRED: frozenset(),
-}
 OWNER_CHANGED = "owner changed"
 
 
-def shown_status(status: str, expires_at: datetime, now: datetime) -> str:
+def shown_status(status: str, expires_at: datetime, now: datetime) -> CommandStatus:
     """What a read shows: an unfinished command past its time is expired, stored or not."""
     if status in UNFINISHED and expires_at <= now:
         return EXPIRED
-    return status
-
-
-def sources_of(target: str) -> tuple[str, ...]:
-    """The statuses from which ``target`` may be reached."""
-    return tuple(source for source, targets in TRANSITIONS.items() if target in targets)
+    return CommandStatus(status)
 
 
 async def transition(
     connection: AsyncConnection,
     command_id: int,
-    target: str,
+    target: CommandStatus,
     *,
     now: datetime,
     values: dict[str, Any] | None = None,
@@ -95,6 +82,6 @@ async def expire_all_overdue(
     return expired
 
 
-def _count(status: str, commands: int) -> None:
+def _count(status: CommandStatus, commands: int) -> None:
     if commands:
         COMMAND_TRANSITIONS.labels(status).inc(commands)

@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
 from devicecontrol.db import Reader
+from devicecontrol.devices import command_status
+from devicecontrol.devices.command_status import EXPIRED, FAILED, QUEUED
 from devicecontrol.prepared import Prepared
 from devicecontrol.tables import (
     commands,
@@ -19,7 +21,7 @@ from devicecontrol.tables import (
     latest_readings,
 )
 
-UNFINISHED = ("queued", "sent")
+UNFINISHED = sorted(command_status.UNFINISHED)
 
 # the active assignment record of a controller: the ownership things are filed under
 ACTIVE_ASSIGNMENT = (
@@ -268,7 +270,7 @@ async def queued_commands_of(
         select(*COMMAND_COLUMNS)
         .where(
             commands.c.controller_id.in_(list(controller_ids)),
-            commands.c.status == "queued",
+            commands.c.status == QUEUED,
             commands.c.expires_at > now,
         )
         .order_by(commands.c.id)
@@ -312,9 +314,7 @@ async def expire_overdue(
         batch = select(commands.c.id).where(overdue).limit(limit).scalar_subquery()
         condition = and_(overdue, commands.c.id.in_(batch))
     result = await connection.execute(
-        update(commands)
-        .where(condition)
-        .values(status="expired", completed_at=commands.c.expires_at)
+        update(commands).where(condition).values(status=EXPIRED, completed_at=commands.c.expires_at)
     )
     return result.rowcount
 
@@ -334,6 +334,6 @@ async def fail_unexpired(
             commands.c.status.in_(list(from_statuses)),
             commands.c.expires_at > now,
         )
-        .values(status="failed", error=error, completed_at=now)
+        .values(status=FAILED, error=error, completed_at=now)
     )
     return result.rowcount

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from litestar.openapi.spec import OpenAPIType, Schema
@@ -11,12 +11,12 @@ from litestar.params import KwargDefinition
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.controllers.schemas import Reading
+from devicecontrol.devices.command_status import CommandStatus
 from devicecontrol.devices.commands import MAX_TTL_S, MIN_TTL_S
 from devicecontrol.hal import PageLinks, SelfLinks
 from devicecontrol.openapi import NO_NUL
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
-CommandStatus = Literal["queued", "sent", "succeeded", "failed", "expired"]
 COMMAND_NAME_PATTERN = "^[a-z][a-z0-9_]{0,63}$"
 
 
