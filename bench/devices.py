@@ -87,7 +87,7 @@ def link_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
             cmdline = (entry / "cmdline").read_bytes()
             if os.getpgid(int(entry.name)) != serve.pid:
                 continue
-            if b"devicecontrol.devices.link_process" not in cmdline:
+            if b"devicecontrol.devices.link.process" not in cmdline:
                 continue
             for line in (entry / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):

@@ -338,6 +338,7 @@ class Database:
         if self._hot_pool is not None:
             assert isinstance(self._reads, AsyncEngine)
             return PostgresReader(self._reads, self._hot_pool)
+        assert isinstance(self._reads, Engine)
         return InlineReader(self._reads, self._hot_sqlite)
 
     @asynccontextmanager
@@ -356,6 +357,7 @@ class Database:
             assert self._hot_engine is not None
             self._hot_checkout = self._hot_engine.raw_connection()
             self._hot = self._hot_checkout.driver_connection
+        assert isinstance(self._hot, sqlite3.Connection)
         return self._hot
 
     def pool_usage(self) -> dict[str, tuple[int, int]]:

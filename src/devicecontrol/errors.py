@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.types import ExceptionHandlersMap
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
@@ -248,7 +249,7 @@ def _internal_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes
     return problem_response(500, "The server could not answer this request.")
 
 
-EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     DomainError: _domain_error,
     ValidationException: _validation_error,
     HTTPException: _http_error,

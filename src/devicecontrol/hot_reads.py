@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import msgspec
 from litestar.config.compression import CompressionConfig
 from litestar.middleware.compression import CompressionMiddleware
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
+from litestar.types.asgi_types import HTTPResponseBodyEvent, HTTPResponseStartEvent
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import authenticate_bearer
@@ -156,7 +157,7 @@ def _replay(body: bytes, more: bool, receive: Receive) -> Receive:
     """``receive`` for Litestar after this lane read (part of) the body: that part first."""
     sent = False
 
-    async def replayed() -> Message:
+    async def replayed() -> ReceiveMessage:
         nonlocal sent
         if not sent:
             sent = True
@@ -196,7 +197,7 @@ class HotReads:
             if not is_serial_number(serial_number):
                 return None  # the 404 is Litestar's (and a "/" in it is another route)
             route, argument = CONTROLLER_ROUTES[prefix], serial_number
-        if route.method != scope["method"] or b"%" in (scope.get("raw_path") or b"%"):
+        if route.method != scope.get("method") or b"%" in (scope.get("raw_path") or b"%"):
             return None
         return route, argument
 
@@ -223,13 +224,26 @@ class HotReads:
             send = self.compression.create_compression_send_wrapper(
                 send=send, compression_encoding=self.encoding.decode(), scope=scope
             )
-        headers = [CONTENT_TYPE, (b"content-length", str(len(encoded)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": encoded})
+        headers: list[tuple[bytes, bytes]] = [
+            CONTENT_TYPE,
+            (b"content-length", str(len(encoded)).encode()),
+        ]
+        start: HTTPResponseStartEvent = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": headers,
+        }
+        await send(start)
+        answer_body: HTTPResponseBodyEvent = {
+            "type": "http.response.body",
+            "body": encoded,
+            "more_body": False,
+        }
+        await send(answer_body)
 
     async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
         """The body, and whether more is left (past the limit: Litestar's 413 answers it)."""
-        chunks = []
+        chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()

@@ -211,8 +211,8 @@ class ApiOperation(Operation):
             form_schema = {**schema, "additionalProperties": {"type": "string"}}
             self.request_body = RequestBody(
                 content={
-                    media_type: OpenAPIMediaType(  # type: ignore[arg-type]
-                        schema=form_schema if media_type == FORM else schema
+                    media_type: OpenAPIMediaType(
+                        schema=form_schema if media_type == FORM else schema  # type: ignore[arg-type]
                     )
                     for media_type in self.body_media_types
                 },

@@ -119,7 +119,7 @@ class Prepared:
                 )
                 if process is not None
             ),
-            row=namedtuple("PreparedRow", [column.keyname for column in columns]),  # type: ignore[misc]
+            row=namedtuple("PreparedRow", [column.keyname for column in columns]),
             last_processed=[(_NOTHING, None)] * len(names),
         )
 

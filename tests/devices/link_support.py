@@ -29,7 +29,8 @@ from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
 
 from devicecontrol.devices import commands, identity, repository
-from devicecontrol.devices.link import DeviceLink
+from devicecontrol.devices.link.core import DeviceLink
+from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controllers, readings
 from tests.factories import make_controller, make_user
@@ -102,7 +103,7 @@ async def writes_locked(database_url: str, *tables: str) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def running_link(runtime: Runtime) -> AsyncIterator[DeviceLink]:
-    link = DeviceLink(runtime, listen="127.0.0.1:0")
+    link = build_link(runtime, listen="127.0.0.1:0")
     await link.start()
     try:
         yield link

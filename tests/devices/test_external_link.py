@@ -20,10 +20,12 @@ import pytest
 from sqlalchemy import select, update
 
 from devicecontrol.config import MqttUrl, Settings
-from devicecontrol.devices import commands, mosquitto_log
-from devicecontrol.devices.external import ExternalBroker, _Message, _Session
-from devicecontrol.devices.link import DeviceLink
-from devicecontrol.devices.mosquitto_log import NOTICE as N
+from devicecontrol.devices import commands
+from devicecontrol.devices.link.core import DeviceLink
+from devicecontrol.devices.link.mosquitto import log as mosquitto_log
+from devicecontrol.devices.link.mosquitto.client import MosquittoBroker, _Message, _Session
+from devicecontrol.devices.link.mosquitto.log import NOTICE as N
+from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controllers
 from tests.devices.link_support import (
@@ -452,14 +454,14 @@ async def test_mosquitto_logs_connections_and_subscriptions_as_the_link_reads_th
 async def feed(link: DeviceLink, items: list[Any]) -> None:
     """Hand the external broker's reader what its session would receive, and let it work."""
     broker = link.broker
-    assert isinstance(broker, ExternalBroker)
+    assert isinstance(broker, MosquittoBroker)
     reader = asyncio.create_task(broker._read())
     writer = asyncio.create_task(link.ingest.run())  # online and offline are written there
     try:
         for item in items:
             broker._inbox.put_nowait(item)
         await asyncio.wait_for(broker._inbox.join(), 10)
-        await link.work.drained()
+        await link.mailbox.drained()
         await asyncio.wait_for(link.ingest.drained(), 10)
     finally:
         reader.cancel()
@@ -491,7 +493,7 @@ async def test_a_replay_is_adopted_only_if_it_holds_the_links_own_end(sqlite_url
                     .where(controllers.c.serial_number == serial)
                     .values(online=True)
                 )
-        link = DeviceLink(runtime)
+        link = build_link(runtime)
         own_end = [line(N, "Client devicecontrol-link disconnected.")] if complete else []
         await feed(link, [
             _Session(present=True),

@@ -11,8 +11,8 @@ from sqlalchemy import update
 
 from devicecontrol.config import ThrottleRule
 from devicecontrol.devices import identity
-from devicecontrol.devices.broker import LinkError
-from devicecontrol.devices.link import DeviceLink
+from devicecontrol.devices.link.ports import LinkError
+from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from devicecontrol.tables import controllers
 from tests.devices.link_support import (
@@ -192,7 +192,7 @@ async def test_rotating_the_secret_closes_the_live_connection_within_2_s(runtime
 
 async def test_a_taken_port_is_a_one_line_link_error(runtime):
     async with running_link(runtime) as link:
-        taken = DeviceLink(runtime, listen=f"127.0.0.1:{link.port}")
+        taken = build_link(runtime, listen=f"127.0.0.1:{link.port}")
         with pytest.raises(LinkError) as failed:
             await taken.start()
     message = str(failed.value)

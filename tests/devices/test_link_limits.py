@@ -17,10 +17,10 @@ import pytest
 from amqtt.mqtt.publish import PublishPacket
 from amqtt.mqtt.pubrel import PubrelPacket
 
-from devicecontrol.devices import broker as broker_module
-from devicecontrol.devices.broker import granted_keep_alive
-from devicecontrol.devices.device_log import DeviceEventLog
-from devicecontrol.devices.packet_guard import MAX_UNFINISHED_QOS2
+from devicecontrol.devices.link.device_log import DeviceEventLog
+from devicecontrol.devices.link.embedded import broker as broker_module
+from devicecontrol.devices.link.embedded.broker import granted_keep_alive
+from devicecontrol.devices.link.embedded.packet_guard import MAX_UNFINISHED_QOS2
 from devicecontrol.devices.readings import MAX_PAYLOAD_DEPTH
 from devicecontrol.runtime import Runtime
 from tests.devices.link_support import (

@@ -108,7 +108,7 @@ def link_processes(server: Server) -> list[int]:
             in_group = os.getpgid(int(entry.name)) == server.process.pid
         except (OSError, ProcessLookupError):
             continue
-        if in_group and b"devicecontrol.devices.link_process" in cmdline:
+        if in_group and b"devicecontrol.devices.link.process" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -11,8 +11,9 @@ import subprocess
 import aiomqtt
 import pytest
 
-from devicecontrol.devices.broker import LinkError, broker_config
-from devicecontrol.devices.link import DeviceLink
+from devicecontrol.devices.link.embedded.broker import broker_config
+from devicecontrol.devices.link.ports import LinkError
+from devicecontrol.devices.link.process import build_link
 from devicecontrol.observability.logs import link_logging_config
 from devicecontrol.runtime import Runtime
 from tests.devices.link_support import SECRET, eventually, is_online, provision
@@ -39,7 +40,7 @@ async def test_with_a_certificate_and_key_the_listener_speaks_tls_only(settings,
     cert, key = certificate
     tls = dataclasses.replace(settings, mqtt_tls_cert=cert, mqtt_tls_key=key)
     runtime = Runtime.from_settings(tls)
-    link = DeviceLink(runtime, listen="127.0.0.1:0")
+    link = build_link(runtime, listen="127.0.0.1:0")
     try:
         await provision(runtime, SERIAL)
         await link.start()
@@ -65,7 +66,7 @@ async def test_unusable_tls_files_are_a_one_line_link_error(settings, tmp_path):
     runtime = Runtime.from_settings(bad)
     try:
         with pytest.raises(LinkError) as failed:
-            await DeviceLink(runtime, listen="127.0.0.1:0").start()
+            await build_link(runtime, listen="127.0.0.1:0").start()
     finally:
         await runtime.close()
     assert "\n" not in str(failed.value)
@@ -76,9 +77,9 @@ def test_the_broker_loads_our_plugins_only():
     """amqtt's defaults let anyone in and log CONNECT packets (passwords) at debug."""
     plugins = broker_config(link=None, listen="127.0.0.1:1884").plugins  # type: ignore[arg-type]
     assert sorted(plugins) == [
-        "devicecontrol.devices.broker_plugins.DeviceAuthPlugin",
-        "devicecontrol.devices.broker_plugins.DeviceEventsPlugin",
-        "devicecontrol.devices.broker_plugins.DeviceTopicPlugin",
+        "devicecontrol.devices.link.embedded.plugins.DeviceAuthPlugin",
+        "devicecontrol.devices.link.embedded.plugins.DeviceEventsPlugin",
+        "devicecontrol.devices.link.embedded.plugins.DeviceTopicPlugin",
     ]
 
 

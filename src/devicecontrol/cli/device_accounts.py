@@ -4,9 +4,9 @@ accounts go to the broker within the command's transaction (contract §9).
 With ``DEVICECONTROL_MQTT_URL`` set, Mosquitto checks devices' secrets, and the plaintext
 of a secret exists only while the command that sets it runs. So each of these commands
 connects to the broker first (an unreachable one fails the command before anything is
-read), writes as usual, and sends the accounts (``devices/dynsec.py``) as the last step
-of its transaction: when the broker refuses, the transaction rolls back and the command
-fails with one line. Without an external broker they are the plain service calls.
+read), writes as usual, and sends the accounts (``devices/link/mosquitto/dynsec.py``) as
+the last step of its transaction: when the broker refuses, the transaction rolls back and
+the command fails with one line. Without an external broker they are the plain service calls.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from devicecontrol.controllers import provisioning, registry_repository
 from devicecontrol.controllers.csvfile import open_rows
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
 from devicecontrol.db import Database
-from devicecontrol.devices import dynsec, identity
+from devicecontrol.devices import identity
+from devicecontrol.devices.link.mosquitto import dynsec
 from devicecontrol.errors import InvalidField
 from devicecontrol.runtime import Runtime
 

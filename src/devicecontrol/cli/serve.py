@@ -18,8 +18,8 @@ from devicecontrol.cli.core import (
 from devicecontrol.cli.demo import fill_if_empty
 from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
-from devicecontrol.devices.broker import LinkError
-from devicecontrol.devices.link_process import LinkProcess
+from devicecontrol.devices.link.ports import LinkError
+from devicecontrol.devices.link.process import LinkProcess
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.observability.metrics import shared_metrics_directory
 from devicecontrol.runtime import Runtime

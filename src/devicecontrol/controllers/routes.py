@@ -157,7 +157,8 @@ def controller_document(detail: service.ControllerView, serial_number: str) -> C
     controller = controller_body(
         detail.row,
         ControllerDetail,
-        relation=ControllerRelation(command_log=detail.command_log),
+        # a dict of CommandLog's shape: encoded as is, not converted on the hot path
+        relation=ControllerRelation(command_log=detail.command_log),  # type: ignore[arg-type]
     )
     return ControllerResponse(
         controller=controller, links=self_links(controller_path(serial_number))

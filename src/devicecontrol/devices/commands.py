@@ -99,7 +99,7 @@ async def create_command(
     ttl_s: int,
     strict: bool,
     name_field: str = "name",
-) -> Row:
+) -> Row[Any]:
     """Check the command against the type's catalogue and store it, queued."""
     params = checked_params(device.type, name, fields, name_field=name_field, strict=strict)
     now = utcnow()
@@ -129,7 +129,7 @@ async def create_command(
     return command
 
 
-async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row:
+async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row[Any]:
     async with runtime.database.read() as connection:
         command = await repository.find_command(connection, device.controller_id, public_id)
     if command is None or command.assignment_id != device.assignment_id:
@@ -138,8 +138,8 @@ async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> 
 
 
 async def wait_until_finished(
-    runtime: Runtime, device: OwnedDevice, command: Row, *, timeout_s: float
-) -> Row:
+    runtime: Runtime, device: OwnedDevice, command: Row[Any], *, timeout_s: float
+) -> Row[Any]:
     """The command once it is finished, or as it stands after ``timeout_s``.
 
     Woken by the announcement of its result (the link stores it, in whatever process);
@@ -182,7 +182,7 @@ async def list_commands(runtime: Runtime, device: OwnedDevice, paging: PageReque
     return Page(rows=rows, total=total, page_count=paging.page_count(total))
 
 
-def shown(command: Row, now: datetime | None = None) -> dict[str, Any]:
+def shown(command: Row[Any], now: datetime | None = None) -> dict[str, Any]:
     """The command as the API shows it (status as of now)."""
     return {
         "id": command.public_id,
@@ -201,7 +201,7 @@ def shown(command: Row, now: datetime | None = None) -> dict[str, Any]:
 # --- the device side --------------------------------------------------------------------
 
 
-def delivery_payload(command: Row) -> bytes:
+def delivery_payload(command: Row[Any]) -> bytes:
     """What the device gets on ``devices/<sn>/commands``."""
     return _encode(
         {
@@ -213,7 +213,7 @@ def delivery_payload(command: Row) -> bytes:
     )
 
 
-async def mark_sent(runtime: Runtime, command: Row) -> bool:
+async def mark_sent(runtime: Runtime, command: Row[Any]) -> bool:
     """Record a publication; False if the command finished or expired meanwhile (not sent)."""
     if command.status == command_status.SENT:
         return True  # a redelivery after a reconnect: already sent
@@ -227,7 +227,7 @@ async def mark_sent(runtime: Runtime, command: Row) -> bool:
 class ResultOutcome:
     """How a device's result went: ``dropped`` names why it was not taken (for metrics)."""
 
-    command: Row | None
+    command: Row[Any] | None
     dropped: str | None = None
 
 

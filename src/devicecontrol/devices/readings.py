@@ -76,7 +76,9 @@ def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:
     return {**_decode(payload), "created": format_timestamp(created_at)}
 
 
-def controller_log(latest: Row | None, assignment_id: int | None) -> dict[str, Any] | list[Any]:
+def controller_log(
+    latest: Row[Any] | None, assignment_id: int | None
+) -> dict[str, Any] | list[Any]:
     """``controller_log`` of a controller body: its latest reading of the current ownership,
     else ``[]`` (as the original interface shows)."""
     if latest is None or assignment_id is None or latest.assignment_id != assignment_id:

@@ -49,7 +49,8 @@ async def count_readings(
         .select_from(readings)
         .where(*_readings_of(controller_id, assignment_id, since, until))
     )
-    return (await connection.execute(query)).scalar_one()
+    count: int = (await connection.execute(query)).scalar_one()
+    return count
 
 
 async def list_readings(
@@ -61,7 +62,7 @@ async def list_readings(
     until: datetime | None,
     offset: int,
     limit: int,
-) -> list[Row]:
+) -> list[Row[Any]]:
     query = (
         select(readings.c.payload, readings.c.created_at)
         .where(*_readings_of(controller_id, assignment_id, since, until))

@@ -53,7 +53,7 @@ def last_params_of_current_owner(name: str) -> Any:
 # --- identity and online -------------------------------------------------------------------
 
 
-async def find_device(connection: Reader, serial_number: str) -> Row | None:
+async def find_device(connection: Reader, serial_number: str) -> Row[Any] | None:
     """What the link needs to know of a device: its keys, type and secret digest."""
     query = select(
         controllers.c.id,
@@ -91,13 +91,14 @@ _OWNED_DEVICE_AND_READING = Prepared(
 
 async def find_owned_device(
     connection: Reader, user_id: int, serial_number: str, *, with_reading: bool = False
-) -> Row | None:
+) -> Row[Any] | None:
     """The caller's controller with its current ownership (assignment record id); with
     ``with_reading``, its latest reading's ``reading_assignment_id`` and ``reading_payload``
     too (null when it has none)."""
     query = _OWNED_DEVICE_AND_READING if with_reading else _OWNED_DEVICE
     parameters = {"serial_number": serial_number, "user_id": user_id}
-    return (await prepared.execute(connection, query, parameters)).first()
+    row: Row[Any] | None = (await prepared.execute(connection, query, parameters)).first()
+    return row
 
 
 async def set_device_secret(
@@ -157,7 +158,7 @@ async def set_presence(
         )
 
 
-async def online_devices(connection: Reader) -> list[Row]:
+async def online_devices(connection: Reader) -> list[Row[Any]]:
     """The devices stored as online, as ``find_device`` shows each."""
     query = select(
         controllers.c.id,
@@ -212,12 +213,12 @@ async def count_unfinished(connection: AsyncConnection, controller_id: int, now:
     return (await connection.execute(query)).scalar_one()
 
 
-async def insert_command(connection: AsyncConnection, values: dict[str, Any]) -> Row:
+async def insert_command(connection: AsyncConnection, values: dict[str, Any]) -> Row[Any]:
     result = await connection.execute(insert(commands).values(**values).returning(*COMMAND_COLUMNS))
     return result.one()
 
 
-async def find_command(connection: Reader, controller_id: int, public_id: str) -> Row | None:
+async def find_command(connection: Reader, controller_id: int, public_id: str) -> Row[Any] | None:
     query = select(*COMMAND_COLUMNS).where(
         commands.c.controller_id == controller_id, commands.c.public_id == public_id
     )
@@ -230,12 +231,13 @@ async def count_commands(connection: Reader, controller_id: int, assignment_id: 
         .select_from(commands)
         .where(commands.c.controller_id == controller_id, commands.c.assignment_id == assignment_id)
     )
-    return (await connection.execute(query)).scalar_one()
+    count: int = (await connection.execute(query)).scalar_one()
+    return count
 
 
 async def list_commands(
     connection: Reader, controller_id: int, assignment_id: int, *, offset: int, limit: int
-) -> list[Row]:
+) -> list[Row[Any]]:
     query = (
         select(*COMMAND_COLUMNS)
         .where(commands.c.controller_id == controller_id, commands.c.assignment_id == assignment_id)
@@ -246,7 +248,9 @@ async def list_commands(
     return list(await connection.execute(query))
 
 
-async def deliverable_commands(connection: Reader, controller_id: int, now: datetime) -> list[Row]:
+async def deliverable_commands(
+    connection: Reader, controller_id: int, now: datetime
+) -> list[Row[Any]]:
     """Queued, or sent without a result, and not expired: in creation order."""
     query = (
         select(*COMMAND_COLUMNS)
@@ -262,7 +266,7 @@ async def deliverable_commands(connection: Reader, controller_id: int, now: date
 
 async def queued_commands_of(
     connection: Reader, controller_ids: Sequence[int], now: datetime
-) -> list[Row]:
+) -> list[Row[Any]]:
     """Queued, unexpired commands of these controllers, in creation order."""
     if not controller_ids:
         return []

@@ -49,18 +49,15 @@ Wait = Annotated[
 ]
 
 
-def _moment(bound: str) -> Any:
-    return Annotated[
-        str | None,
-        QueryParameter(
-            description=f"Readings that arrived {bound} (UTC, `YYYY-MM-DD HH:MM:SS`).",
-            schema_extra={"one_of": None, "type": "string", "pattern": TIMESTAMP_PATTERN},
-        ),
-    ]
+def _moment(bound: str) -> QueryParameter:
+    return QueryParameter(
+        description=f"Readings that arrived {bound} (UTC, `YYYY-MM-DD HH:MM:SS`).",
+        schema_extra={"one_of": None, "type": "string", "pattern": TIMESTAMP_PATTERN},
+    )
 
 
-Since = _moment("at or after this time")
-Until = _moment("before this time")
+Since = Annotated[str | None, _moment("at or after this time")]
+Until = Annotated[str | None, _moment("before this time")]
 CommandId = Annotated[
     str,
     PathParameter(
@@ -87,7 +84,7 @@ def command_path(serial_number: str, command_id: str) -> str:
     return f"{controller_path(serial_number)}/commands/{command_id}"
 
 
-def command_body(serial_number: str, command: Row) -> CommandBody:
+def command_body(serial_number: str, command: Row[Any]) -> CommandBody:
     shown = commands.shown(command)
     return CommandBody(
         id=shown["id"],

@@ -54,7 +54,7 @@ async def _device_named_in(runtime: Runtime, user_id: int, body: dict[str, Any])
 # --- the original API: /provider/send and /provider/fetch ---------------------------------
 
 
-async def provider_send(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row:
+async def provider_send(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row[Any]:
     """Make the command the body names; wait up to SEND_WAIT_MS for a connected device's
     result. Fields the command does not take are ignored (Home Assistant sends them)."""
     device = await _device_named_in(runtime, user_id, body)
@@ -125,7 +125,7 @@ def _native_fields(body: dict[str, Any], default_ttl_s: int) -> tuple[str, dict[
 
 async def create_command(
     runtime: Runtime, device: OwnedDevice, body: dict[str, Any], *, wait: str | None
-) -> Row:
+) -> Row[Any]:
     """A command checked strictly against the type's catalogue (parameters it does not take
     are refused); with ``wait``, the answer waits until it finishes or that many seconds."""
     wait_s = wait_seconds(wait)
@@ -138,7 +138,9 @@ async def create_command(
     return command
 
 
-async def command_of(runtime: Runtime, user_id: int, serial_number: str, command_id: str) -> Row:
+async def command_of(
+    runtime: Runtime, user_id: int, serial_number: str, command_id: str
+) -> Row[Any]:
     """One command of the caller's controller, made under the current ownership."""
     device = await commands.owned_device(runtime, user_id, serial_number)
     if not COMMAND_ID.fullmatch(command_id):

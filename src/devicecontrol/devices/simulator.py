@@ -81,7 +81,11 @@ def carry_out(device_type: str, command: dict[str, Any], state: DeviceState) -> 
     name, params = command.get("name"), command.get("params") or {}
     known = CATALOGUE.get(device_type)
     if known is not None and name not in known:
-        result = {"id": command_id, "status": "failed", "error": f"unknown command {name}"}
+        result: dict[str, Any] = {
+            "id": command_id,
+            "status": "failed",
+            "error": f"unknown command {name}",
+        }
     else:
         state.settings.update(params)
         result = {"id": command_id, "status": "succeeded", "result": {"applied": params}}

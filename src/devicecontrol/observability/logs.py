@@ -113,7 +113,7 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-class LoopBatchedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class LoopBatchedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
     """Lines written during one turn of the event loop go out in one write, at its end.
 
     A write and flush per line cost about as much as a request's metrics under load; a

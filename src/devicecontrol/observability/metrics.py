@@ -206,7 +206,7 @@ def exposition(database: Database) -> bytes:
     if _link_directory is None:
         return generate_latest(REGISTRY)
     link = multiprocess.MultiProcessCollector(None, path=_link_directory)
-    return generate_latest(_Summed(REGISTRY, link))  # type: ignore[arg-type]
+    return generate_latest(_Summed(REGISTRY, link))
 
 
 @contextlib.contextmanager
@@ -260,4 +260,10 @@ async def pool_sampling(database: Database) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        mark_this_process_dead()
+
+
+def mark_this_process_dead() -> None:
+    """This process's live gauges stop counting in the shared metrics directory."""
+    if MULTIPROC_DIR is not None:
         multiprocess.mark_process_dead(os.getpid(), MULTIPROC_DIR)

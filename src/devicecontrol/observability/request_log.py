@@ -79,7 +79,7 @@ class RequestObserver:
             await self.app(scope, receive, send)
             return
         started = perf_counter()
-        raw_id = incoming_request_id(scope["headers"])
+        raw_id = incoming_request_id(list(scope["headers"]))
         if raw_id is None:
             request_id = new_request_id()
             raw_id = request_id.encode()
@@ -104,7 +104,7 @@ class RequestObserver:
 
     def _finish(self, scope: Scope, request_id: str, status: int, seconds: float) -> None:
         route = scope.get("path_template") or UNMATCHED_ROUTE
-        method = scope["method"]
+        method = scope.get("method", "OTHER")
         if method not in METHODS:
             method = "OTHER"
         REQUEST_METRICS.observe(route, method, status, seconds)
@@ -131,5 +131,5 @@ class RequestObserver:
             # what clients call that the service lacks; the metrics keep the one route label
             line["path"] = unmatched_path(scope)
             if method == "OTHER":
-                line["unknown_method"] = scope["method"][:16]
+                line["unknown_method"] = str(scope.get("method", ""))[:16]
         emit(access_log, level, line)

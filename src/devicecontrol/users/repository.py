@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Row, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, Row, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -134,7 +134,7 @@ async def list_accounts(
     Each row carries the account's place and ``controllers``, the number it owns; never
     the password hash.
     """
-    conditions = []
+    conditions: list[ColumnElement[bool]] = []
     if disabled is not None:
         conditions.append(
             users.c.disabled_at.is_not(None) if disabled else users.c.disabled_at.is_(None)

@@ -1,5 +1,5 @@
 """Mosquitto's own log, read off its ``$SYS/broker/log`` topics: who connected, who left,
-who subscribed (the external-broker mode of contract §9, ``external.py``).
+who subscribed (the external-broker mode of contract §9, ``client.py``).
 
 With ``log_dest topic`` Mosquitto publishes each log line on a topic named by its level. The
 lines read here, as Mosquitto 2.0.11 writes them (each checked against the binary by

@@ -1,5 +1,6 @@
-"""The device link in a process of its own, started by ``serve``: one broker, whatever the
-number of HTTP workers (``python -m devicecontrol.devices.link_process``).
+"""The device link's composition root and process: settings -> broker adapter -> link
+(``build_link``), run in a process of its own that ``serve`` starts and supervises: one
+broker, whatever the number of HTTP workers (``python -m devicecontrol.devices.link.process``).
 
 ``serve`` starts it once the migrations have run and before uvicorn listens, and reads
 its first line on stdout: ``ready``, or the one-line reason it cannot start (a taken
@@ -28,8 +29,10 @@ import threading
 import time
 
 from devicecontrol.config import Settings, SettingsError, load_settings
-from devicecontrol.devices.broker import LinkError
-from devicecontrol.devices.link import DeviceLink
+from devicecontrol.devices.link.core import DeviceLink
+from devicecontrol.devices.link.embedded.broker import EmbeddedBroker
+from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
+from devicecontrol.devices.link.ports import Broker, LinkError
 from devicecontrol.observability import metrics
 from devicecontrol.observability.logs import link_logging_config
 from devicecontrol.runtime import Runtime
@@ -39,6 +42,21 @@ START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15
 RESTART_DELAY_S = 1.0
 logger = logging.getLogger("devicecontrol.devices.link")
+
+
+def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
+    """The link with its broker: the embedded one on ``listen`` (else the setting), or,
+    when the settings name ``DEVICECONTROL_MQTT_URL`` and no ``listen`` is given, a client
+    of that Mosquitto broker. The one place that knows the adapters."""
+    settings = runtime.settings
+    mqtt_url = settings.mqtt_url
+
+    def make_broker(link: DeviceLink) -> Broker:
+        if mqtt_url is not None and listen is None:
+            return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
+        return EmbeddedBroker(link, listen or settings.mqtt_listen, settings)
+
+    return DeviceLink(runtime, make_broker)
 
 
 class LinkProcess:
@@ -148,7 +166,7 @@ async def _until_stopped() -> None:
 
 async def _run(settings: Settings) -> int:
     runtime = Runtime.from_settings(settings)
-    link = DeviceLink(runtime)
+    link = build_link(runtime)
     try:
         try:
             await link.start()
@@ -167,8 +185,7 @@ async def _run(settings: Settings) -> int:
         return 0
     finally:
         await runtime.close()
-        if metrics.MULTIPROC_DIR is not None:  # its live gauges stop counting
-            metrics.multiprocess.mark_process_dead(os.getpid(), metrics.MULTIPROC_DIR)
+        metrics.mark_this_process_dead()
 
 
 def main() -> int:

@@ -1,14 +1,15 @@
 """amqtt plugins that hand the broker's decisions and events to the device link.
 
-Configured by class path in ``broker.broker_config``; each gets the ``DeviceLink`` in its
+Configured by class path in ``broker.broker_config``; each gets the ``ports.Link`` in its
 config. They hold no rules: identity, topics and message handling are the link's.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amqtt.broker import BrokerContext
 from amqtt.contexts import Action
@@ -16,10 +17,8 @@ from amqtt.plugins.base import BaseAuthPlugin, BasePlugin, BaseTopicPlugin
 from amqtt.session import ApplicationMessage, Session
 
 from devicecontrol.devices import topics
-
-if TYPE_CHECKING:
-    from devicecontrol.devices.identity import DeviceIdentity
-    from devicecontrol.devices.link import DeviceLink
+from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.ports import Link
 
 # what a session carries: the identity its CONNECT proved, and the link's connection
 IDENTITY = "devicecontrol.identity"
@@ -29,11 +28,12 @@ logger = logging.getLogger("devicecontrol.devices.link")
 
 @dataclass
 class LinkConfig:
-    link: Any = None
+    link: Link
 
 
 def identity_of(session: Session | None) -> DeviceIdentity | None:
-    return None if session is None else session.attributes.get(IDENTITY)
+    identity = None if session is None else session.attributes.get(IDENTITY)
+    return identity if isinstance(identity, DeviceIdentity) else None
 
 
 class DeviceAuthPlugin(BaseAuthPlugin):
@@ -48,8 +48,7 @@ class DeviceAuthPlugin(BaseAuthPlugin):
     async def authenticate(self, *, session: Session) -> bool:
         if IDENTITY in session.attributes:
             return True
-        link: DeviceLink = self.config.link
-        identity = await link.authenticate(
+        identity = await self.config.link.authenticate(
             client_id=session.client_id,
             username=session.username,
             password=session.password,
@@ -95,21 +94,24 @@ class DeviceEventsPlugin(BasePlugin[BrokerContext]):
         topic = topics.commands_topic(client_id)
         held = self.context.subscriptions.get(topic, [])
         if any(session.client_id == client_id for session, _ in held):
-            self._call("subscribed", client_id, topic)
+            _tell(self.config.link.subscribed, client_id, topic)
 
     async def on_broker_client_subscribed(self, *, client_id: str, topic: str, qos: int) -> None:
-        self._call("subscribed", client_id, topic)
+        _tell(self.config.link.subscribed, client_id, topic)
 
     async def on_broker_client_unsubscribed(self, *, client_id: str, topic: str) -> None:
-        self._call("unsubscribed", client_id, topic)
+        _tell(self.config.link.unsubscribed, client_id, topic)
 
     async def on_broker_message_broadcast(
         self, *, client_id: str, message: ApplicationMessage
     ) -> None:
-        self._call("publication", client_id, message.topic, bytes(message.data))
+        """QoS 2 messages only: QoS 0 and 1 reach the link from the protocol handler."""
+        data = bytes(message.data or b"")
+        _tell(self.config.link.publication, client_id, message.topic, data)
 
-    def _call(self, method: str, *args: Any) -> None:
-        try:
-            getattr(self.config.link, method)(*args)
-        except Exception:
-            logger.exception("the device link failed on a broker event (%s)", method)
+
+def _tell(call: Callable[..., object], *args: Any) -> None:
+    try:
+        call(*args)
+    except Exception:
+        logger.exception("the device link failed on a broker event (%s)", call.__name__)

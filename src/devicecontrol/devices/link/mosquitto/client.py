@@ -1,5 +1,5 @@
 """The device link as a client of an external broker: Mosquitto 2 with its dynamic-security
-plugin (contract §9, ``DEVICECONTROL_MQTT_URL``); the ``LinkBroker`` of ``link.py``.
+plugin (contract §9, ``DEVICECONTROL_MQTT_URL``); a ``ports.Broker``.
 
 Mosquitto checks who connects and what they may publish and subscribe to (the accounts the
 operators' commands keep in step, ``dynsec.py``). What the link needs to know of devices it
@@ -39,7 +39,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiomqtt
 from paho.mqtt import client as paho
@@ -47,11 +47,15 @@ from paho.mqtt import client as paho
 from devicecontrol.clock import monotonic
 from devicecontrol.config import MqttUrl
 from devicecontrol.controllers.identity import is_serial_number
-from devicecontrol.devices import mosquitto_log, repository, topics
-from devicecontrol.devices.broker import LinkError
-from devicecontrol.devices.dynsec import RESPONSE_TOPIC, tls_context
+from devicecontrol.devices import topics
 from devicecontrol.devices.identity import DeviceIdentity
-from devicecontrol.devices.mosquitto_log import (
+from devicecontrol.devices.link.mosquitto import log as mosquitto_log
+from devicecontrol.devices.link.mosquitto.dynsec import (
+    RESPONSE_TOPIC,
+    subscription_refused,
+    tls_context,
+)
+from devicecontrol.devices.link.mosquitto.log import (
     Connected,
     Ended,
     LogEvent,
@@ -59,10 +63,8 @@ from devicecontrol.devices.mosquitto_log import (
     TakenOver,
     Unsubscribed,
 )
+from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError
 from devicecontrol.observability.logs import emit
-
-if TYPE_CHECKING:
-    from devicecontrol.devices.link import DeviceConnection, DeviceLink
 
 SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
 PROBE_ID = f"{SESSION_ID}-probe"
@@ -133,11 +135,11 @@ class SessionClient(aiomqtt.Client):
         self.inbox.put_nowait(received)
 
 
-class ExternalBroker:
+class MosquittoBroker:
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
 
-    def __init__(self, link: DeviceLink, url: MqttUrl, *, ca_file: str | None) -> None:
+    def __init__(self, link: Link, url: MqttUrl, *, ca_file: str | None) -> None:
         self.link = link
         self.url = url
         self.where = {"broker": str(url)}
@@ -162,6 +164,11 @@ class ExternalBroker:
     @property
     def ready(self) -> bool:
         return self._ready and self._client is not None
+
+    @property
+    def port(self) -> None:
+        """Devices connect to the broker, not to this process."""
+        return None
 
     # --- the connection ---------------------------------------------------------------
 
@@ -267,7 +274,7 @@ class ExternalBroker:
             refused = [
                 topic
                 for topic, code in zip(SUBSCRIPTIONS, granted, strict=True)
-                if int(getattr(code, "value", code)) >= 0x80
+                if subscription_refused(code)
             ]
             if refused:
                 raise LinkError(
@@ -469,15 +476,13 @@ class ExternalBroker:
             return known
         if not fresh and self._unknown.get(serial_number, 0.0) > monotonic():
             return None
-        async with self.link.runtime.database.read() as connection:
-            row = await repository.find_device(connection, serial_number)
-        if row is None:
+        device = await self.link.find_device(serial_number)
+        if device is None:
             if len(self._unknown) > 10_000:  # bounded: forget the lot, it only saves queries
                 self._unknown.clear()
             self._unknown[serial_number] = monotonic() + UNKNOWN_FOR_S
             return None
         self._unknown.pop(serial_number, None)
-        device = DeviceIdentity(row.id, row.serial_number, row.type, row.device_secret_digest or "")
         self._identities[serial_number] = device
         return device
 

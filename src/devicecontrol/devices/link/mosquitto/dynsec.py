@@ -168,7 +168,7 @@ class DynamicSecurity:
         except aiomqtt.MqttError as exc:
             await self._close()
             raise self._error(f"was lost: {_reason(exc)}") from None
-        if int(getattr(granted, "value", granted)) >= 0x80:
+        if subscription_refused(granted):
             await self._close()
             raise self._error(
                 f"does not let the service's user read {RESPONSE_TOPIC} (docs/OPERATIONS.md)"
@@ -252,3 +252,10 @@ class DynamicSecurity:
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def subscription_refused(granted: object) -> bool:
+    """A SUBACK's code for one topic is a failure (0x80 and up); paho gives an int (MQTT
+    3.1.1) or a ``ReasonCode`` (5)."""
+    value = getattr(granted, "value", granted)
+    return not isinstance(value, int) or value >= 0x80

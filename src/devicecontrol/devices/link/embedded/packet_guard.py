@@ -75,7 +75,7 @@ class PacketGuard(ReaderAdapter):
             await self._next_packet()
         if self._ended and self._left == 0:
             return b""  # amqtt's "no more data": the connection ends
-        data = await self._packet.read(self._left if n < 0 else min(n, self._left))
+        data: bytes = await self._packet.read(self._left if n < 0 else min(n, self._left))
         self._left -= len(data)
         return data
 

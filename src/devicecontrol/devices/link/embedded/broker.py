@@ -26,7 +26,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amqtt.adapters import ReaderAdapter, StreamWriterAdapter, WriterAdapter
 from amqtt.broker import Broker, Server
@@ -36,14 +36,12 @@ from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
 from amqtt.mqtt.puback import PubackPacket
 from amqtt.session import INCOMING, Session
 
-from devicecontrol.devices.broker_plugins import CONNECTION, IDENTITY
-from devicecontrol.devices.packet_guard import PacketGuard
-from devicecontrol.observability.metrics import DEVICE_CONNECTIONS_CLOSED
+from devicecontrol.config import Settings
+from devicecontrol.devices.link.embedded.packet_guard import PacketGuard
+from devicecontrol.devices.link.embedded.plugins import CONNECTION, IDENTITY
+from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError, Stored
 
-if TYPE_CHECKING:
-    from devicecontrol.devices.link import DeviceConnection, DeviceLink
-
-PLUGINS = "devicecontrol.devices.broker_plugins"
+PLUGINS = "devicecontrol.devices.link.embedded.plugins"
 # a socket that never sends its CONNECT is closed after this long
 CONNECT_TIMEOUT_S = 10
 # how long a take-over waits for the old connection to end before amqtt's session logic
@@ -51,10 +49,6 @@ TAKE_OVER_WAIT_S = 1.0
 REFUSED = "device refused"
 NO_CONNECT = "no valid CONNECT"
 PERSISTENT_SESSION_EXPIRY_S = 86400
-
-
-class LinkError(Exception):
-    """The link cannot start: the message is one line for the operator."""
 
 
 def listening_socket(listen: str) -> socket.socket:
@@ -84,7 +78,7 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
-def broker_config(link: DeviceLink, listen: str) -> BrokerConfig:
+def broker_config(link: Link, listen: str) -> BrokerConfig:
     """Our three plugins only: amqtt's defaults include anonymous access and a packet
     logger that would write CONNECT packets, passwords included, at debug level."""
     return BrokerConfig.from_dict(
@@ -124,8 +118,8 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
     """
 
     _expiry: asyncio.Task[None] | None = None
-    # the link's DeviceLink.publication, set once the CONNECT is proved
-    take_publication: Callable[..., asyncio.Future[None] | None] | None = None
+    # the link's ``publication``, set once the CONNECT is proved
+    take_publication: Callable[..., Stored | None] | None = None
 
     def handle_read_timeout(self) -> None:
         if getattr(self.reader, "held_back", False):
@@ -150,7 +144,7 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
         await self._send_packet(puback)
         app_message.puback_packet = puback
 
-    def _hand_over(self, app_message: Any) -> asyncio.Future[None] | None:
+    def _hand_over(self, app_message: Any) -> Stored | None:
         assert self.take_publication is not None and self.session is not None
         identity = self.session.attributes[IDENTITY]
         packet = app_message.publish_packet
@@ -164,9 +158,15 @@ class DeviceProtocolHandler(BrokerProtocolHandler):
 
 class DeviceBroker(Broker):
     def __init__(
-        self, link: DeviceLink, listener: socket.socket, ssl_context: ssl.SSLContext | None
+        self,
+        link: Link,
+        settings: Settings,
+        listener: socket.socket,
+        ssl_context: ssl.SSLContext | None,
     ) -> None:
         self.link = link
+        self.settings = settings
+        self._handlers: dict[DeviceConnection, BrokerProtocolHandler] = {}
         self._listener = listener
         self._ssl_context = ssl_context
         address, port = listener.getsockname()[:2]
@@ -182,15 +182,11 @@ class DeviceBroker(Broker):
         guard = PacketGuard(
             reader,
             writer,
-            max_packet=self.link.runtime.settings.mqtt_max_packet,
-            on_broken=partial(self._packet_rule_broken, str(peer[0])),
-            room=self.link.ingest.room,
+            max_packet=self.settings.mqtt_max_packet,
+            on_broken=partial(self.link.connection_refused, address=str(peer[0])),
+            room=self.link.room,
         )
         await self._client_connected(listener_name, guard, StreamWriterAdapter(writer))
-
-    def _packet_rule_broken(self, address: str, reason: str) -> None:
-        DEVICE_CONNECTIONS_CLOSED.labels(reason).inc()
-        self.link.device_log.note("device_connection_closed", reason, client_address=address)
 
     async def _create_server_instance(
         self,
@@ -216,10 +212,7 @@ class DeviceBroker(Broker):
         except Exception as exc:  # garbage, a timeout, a half packet
             with contextlib.suppress(OSError):
                 await writer.close()
-            DEVICE_CONNECTIONS_CLOSED.labels("no_connect").inc()
-            self.link.device_log.note(
-                "device_connection_closed", "no_connect", client_address=remote_address
-            )
+            self.link.connection_refused("no_connect", remote_address)
             raise MQTTError(f"{NO_CONNECT} from {remote_address}: {exc!r}") from None
         if not await self._authenticate(incoming, self.listeners_config["default"]):
             with contextlib.suppress(OSError):  # the device may be gone already
@@ -239,7 +232,7 @@ class DeviceBroker(Broker):
         session.attributes[IDENTITY], session.attributes[CONNECTION] = identity, connection
         handler.take_publication = self.link.publication
         session.will_flag, session.password = False, None  # the secret is not kept
-        maximum = self.link.runtime.settings.mqtt_max_keepalive_s
+        maximum = self.settings.mqtt_max_keepalive_s
         granted = granted_keep_alive(incoming.keep_alive, maximum)
         session.keep_alive = math.ceil(granted * 1.5)  # MQTT's grace
         return handler, session
@@ -274,7 +267,7 @@ class DeviceBroker(Broker):
     ) -> None:
         """amqtt's handling of a connection, bracketed by the link's online and offline."""
         connection: DeviceConnection = client_session.attributes[CONNECTION]
-        connection.handler = handler
+        self._handlers[connection] = handler
         self.link.connection_started(connection)
         try:
             await super()._handle_client_session(
@@ -282,11 +275,12 @@ class DeviceBroker(Broker):
             )
         finally:
             client_session.inflight_in.clear()  # unfinished QoS 2: nothing outlives it
+            self._handlers.pop(connection, None)
             self.link.connection_ended(connection)
 
     async def close_connection(self, connection: DeviceConnection) -> None:
         """End one connection as amqtt's own take-over does; its session ends as usual."""
-        handler = connection.handler
+        handler = self._handlers.get(connection)
         if handler is not None:
             await handler.handle_connection_closed()
             await handler.stop()
@@ -309,22 +303,22 @@ class DeviceBroker(Broker):
 
 class EmbeddedBroker:
     """The link's own broker, the default (contract §9): amqtt on ``listen``, the devices'
-    TLS when the settings name a certificate; the ``LinkBroker`` of ``link.py``."""
+    TLS when the settings name a certificate; a ``ports.Broker``."""
 
     devices_outlive_link = False
     checks_secrets = False  # amqtt asks the link; the link closes a rotated secret's connection
 
-    def __init__(self, link: DeviceLink, listen: str) -> None:
+    def __init__(self, link: Link, listen: str, settings: Settings) -> None:
         self.link = link
         self.listen = listen
+        self.settings = settings
         self.where = {"listen": listen}
         self._broker: DeviceBroker | None = None
         self._port: int | None = None
 
     @property
-    def port(self) -> int:
+    def port(self) -> int | None:
         """The port it listens on (the kernel's pick when ``listen`` names port 0)."""
-        assert self._port is not None, "the link is not started"
         return self._port
 
     @property
@@ -333,7 +327,7 @@ class EmbeddedBroker:
 
     async def start(self) -> None:
         """Listen for devices (``LinkError`` if that cannot be), everyone offline first."""
-        settings = self.link.runtime.settings
+        settings = self.settings
         listener = listening_socket(self.listen)
         self._port = int(listener.getsockname()[1])
         try:
@@ -341,7 +335,7 @@ class EmbeddedBroker:
             if settings.mqtt_tls_cert and settings.mqtt_tls_key:
                 context = tls_context(settings.mqtt_tls_cert, settings.mqtt_tls_key)
             await self.link.reset_online()
-            self._broker = DeviceBroker(self.link, listener, context)
+            self._broker = DeviceBroker(self.link, settings, listener, context)
             await self._broker.start()
         except BaseException:
             listener.close()

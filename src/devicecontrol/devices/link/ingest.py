@@ -27,9 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import commands, readings, readings_repository, repository, topics
-from devicecontrol.devices.delivery import RoundTrips
 from devicecontrol.devices.identity import DeviceIdentity
-from devicecontrol.devices.inbound import drop
+from devicecontrol.devices.link.limits import drop
+from devicecontrol.devices.link.outbox import RoundTrips
 from devicecontrol.devices.readings import RejectedPayload
 from devicecontrol.devices.readings_repository import ArrivedReading
 from devicecontrol.notifications import COMMAND_FINISHED, Change

@@ -1,0 +1,303 @@
+"""The device link's core: the service's side of the devices' broker (contract §9).
+
+The broker speaks MQTT; the link applies the rules: who is connected (``online``), what
+their messages become (readings and results, through ``ingest.py``), which commands they
+get and when (``outbox.py``), and whose secret changed. Which broker serves the devices
+is an adapter behind ``ports.Broker``, chosen by the composition root (``process.py``):
+the embedded one (``embedded/``, amqtt, the default) or a client of Mosquitto
+(``mosquitto/``, ``DEVICECONTROL_MQTT_URL``). Either reports to the ``ports.Link`` calls
+implemented here, so the rules are written once. The link runs in one process, whatever
+the number of HTTP workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from devicecontrol.devices import identity, repository, topics
+from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.device_log import DeviceEventLog
+from devicecontrol.devices.link.ingest import Ingest
+from devicecontrol.devices.link.limits import MAX_PAYLOAD_BYTES, MessageRate, drop
+from devicecontrol.devices.link.mailbox import Mailbox
+from devicecontrol.devices.link.outbox import Outbox
+from devicecontrol.devices.link.ports import Broker, DeviceConnection, LinkError, Stored
+from devicecontrol.notifications import COMMAND_MADE, Change
+from devicecontrol.observability.logs import emit
+from devicecontrol.observability.metrics import (
+    DEVICE_CONNECTIONS_CLOSED,
+    DEVICE_MESSAGES,
+    DEVICES_CONNECTED,
+)
+from devicecontrol.runtime import Runtime
+
+__all__ = ["DeviceConnection", "DeviceLink", "LinkError"]
+
+WATCH_S = 1.0  # a rotated secret closes its connection this soon
+STOP_WAIT_S = 5.0
+logger = logging.getLogger("devicecontrol.devices.link")
+
+
+def _log(event: str, connection: DeviceConnection) -> None:
+    fields = {"event": event, "serial_number": connection.identity.serial_number,
+              "client_address": connection.address}  # fmt: skip
+    emit(logger, logging.INFO, fields)
+
+
+class DeviceLink:
+    """The ``ports.Link`` that brokers call; it needs a ``ports.Broker`` of them."""
+
+    def __init__(self, runtime: Runtime, make_broker: Callable[[DeviceLink], Broker]) -> None:
+        """The link with the broker ``make_broker`` builds for it (``process.build_link``)."""
+        self.runtime = runtime
+        self._connections: dict[str, DeviceConnection] = {}  # the current one per serial
+        self._by_controller: dict[int, DeviceConnection] = {}  # the same, by controller id
+        self._live: set[DeviceConnection] = set()  # not ended yet, taken-over ones included
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failing: set[str] = set()  # periodic tasks failing now (logged once)
+        self.rate = MessageRate(runtime.settings.device_message_rate)
+        self.mailbox = Mailbox()
+        self.device_log = DeviceEventLog()
+        self.broker = make_broker(self)
+        self.outbox = Outbox(
+            runtime,
+            self.broker,
+            self.mailbox,
+            connections=self._connections,
+            connection_of_controller=self._by_controller.get,
+            failed=self._failed,
+            recovered=self._failing.discard,
+        )
+        self.ingest = Ingest(runtime, self.outbox.round_trips)
+
+    @property
+    def connections(self) -> dict[str, DeviceConnection]:
+        """The current connection of each connected device, by serial number."""
+        return self._connections
+
+    @property
+    def port(self) -> int:
+        """The port the embedded broker listens on (the kernel's pick for port 0)."""
+        port = self.broker.port
+        assert port is not None, "this link's broker does not listen here"
+        return port
+
+    async def start(self) -> None:
+        """Start the broker (``LinkError`` with a one-line reason if it cannot be); it sets
+        who is online first (``reset_online`` or ``adopt_online``)."""
+        await self.broker.start()
+        self.runtime.changes.add_listener(self._changed)
+        await self.runtime.changes.start()
+        self._tasks = [
+            asyncio.create_task(self.ingest.run(), name="link: ingest"),
+            asyncio.create_task(self.outbox.sweep(), name="link: command sweep"),
+            asyncio.create_task(self._watch(), name="link: secrets"),
+        ]
+        DEVICES_CONNECTED.set(len(self._connections))
+        emit(logger, logging.INFO, {"event": "device_link_started", **self.broker.where})
+
+    async def stop(self) -> None:
+        """Stop the broker and store what was accepted. The embedded broker's devices are
+        disconnected cleanly and set offline; an external broker's stay connected to it,
+        and online."""
+        self.runtime.changes.remove_listener(self._changed)
+        ingest, *others = self._tasks
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await self.broker.shutdown()
+        if not self.broker.devices_outlive_link:
+            ends = [connection.ended.wait() for connection in self._live]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
+        await self.mailbox.drained()
+        with contextlib.suppress(TimeoutError):  # what was accepted is stored, if it can be
+            await asyncio.wait_for(self.ingest.drained(), STOP_WAIT_S)
+        ingest.cancel()
+        await asyncio.gather(ingest, return_exceptions=True)
+        if not self.broker.devices_outlive_link:
+            try:
+                async with self.runtime.database.write() as database:
+                    await repository.set_everyone_offline(database)
+            except Exception:
+                logger.warning("could not set the devices offline on stopping", exc_info=True)
+        DEVICES_CONNECTED.set(0)
+        emit(logger, logging.INFO, {"event": "device_link_stopped", **self.broker.where})
+
+    # --- who is online when the broker starts or comes back (called by the broker) ------
+
+    async def reset_online(self) -> None:
+        """Everyone offline: the link knows of no connection (it starts, or an external
+        broker's record of the time the link was away is gone)."""
+        await self.mailbox.drained()
+        await self.ingest.presence_written()  # no online or offline of before lands after
+        for connection in self._connections.values():
+            connection.ended.set()
+            self._live.discard(connection)
+        self._connections.clear()
+        self._by_controller.clear()
+        async with self.runtime.database.write() as database:
+            await repository.set_everyone_offline(database)
+        DEVICES_CONNECTED.set(0)
+
+    async def adopt_online(self) -> None:
+        """The devices the database has online are connected and subscribed: an external
+        broker kept every event of the time the link was away, and replays them next."""
+        await self.mailbox.drained()
+        await self.ingest.presence_written()
+        async with self.runtime.database.read() as database:
+            rows = await repository.online_devices(database)
+        for row in rows:
+            if row.serial_number not in self._connections:
+                device = DeviceIdentity(
+                    row.id, row.serial_number, row.type, row.device_secret_digest or ""
+                )
+                adopted, _ = self.claim(device, "")
+                adopted.subscribed = True
+        DEVICES_CONNECTED.set(len(self._connections))
+
+    def broker_ready(self) -> None:
+        """The broker is (back) in reach: the outbox delivers what it could not."""
+        self.outbox.broker_ready()
+
+    # --- connections (called by the broker) ----------------------------------------------
+
+    async def authenticate(
+        self, *, client_id: str | None, username: str | None, password: str | None, address: str
+    ) -> DeviceIdentity | None:
+        try:
+            return await identity.authenticate_device(
+                self.runtime,
+                client_id=client_id,
+                username=username,
+                password=password,
+                address=address,
+            )
+        except Exception:  # the database is down: refused, like a wrong secret
+            logger.warning("device authentication failed", exc_info=True)
+            return None
+
+    async def find_device(self, serial_number: str) -> DeviceIdentity | None:
+        async with self.runtime.database.read() as database:
+            row = await repository.find_device(database, serial_number)
+        if row is None:
+            return None
+        return DeviceIdentity(row.id, row.serial_number, row.type, row.device_secret_digest or "")
+
+    def claim(
+        self, device: DeviceIdentity, address: str
+    ) -> tuple[DeviceConnection, DeviceConnection | None]:
+        """A proved device's new connection becomes its current one; returns it and the
+        one it takes over (which then ends without taking the device offline)."""
+        connection = DeviceConnection(device, address)
+        previous = self._connections.get(device.serial_number)
+        self._connections[device.serial_number] = connection
+        self._by_controller[device.controller_id] = connection
+        self._live.add(connection)
+        return connection, previous
+
+    def connection_started(self, connection: DeviceConnection) -> None:
+        device = connection.identity
+        DEVICES_CONNECTED.set(len(self._connections))
+        _log("device_connected", connection)
+        self.ingest.presence(device.controller_id, online=True)
+
+    def connection_ended(self, connection: DeviceConnection) -> None:
+        connection.ended.set()
+        self._live.discard(connection)
+        device = connection.identity
+        if self._connections.get(device.serial_number) is not connection:
+            return  # taken over: the device is still online
+        del self._connections[device.serial_number]
+        self._by_controller.pop(device.controller_id, None)
+        DEVICES_CONNECTED.set(len(self._connections))
+        _log("device_disconnected", connection)
+        self.ingest.presence(device.controller_id, online=False)
+
+    def connection_refused(self, reason: str, address: str) -> None:
+        DEVICE_CONNECTIONS_CLOSED.labels(reason).inc()
+        self.device_log.note("device_connection_closed", reason, client_address=address)
+
+    # --- subscriptions and messages (called by the broker) ------------------------------
+
+    def subscribed(self, serial_number: str, topic: str) -> None:
+        connection = self._connections.get(serial_number)
+        if connection is not None and topics.may_subscribe(serial_number, topic):
+            connection.subscribed = True
+            self.outbox.subscribed(connection)
+
+    def unsubscribed(self, serial_number: str, topic: str) -> None:
+        connection = self._connections.get(serial_number)
+        if connection is not None and topics.may_subscribe(serial_number, topic):
+            connection.subscribed = False
+
+    def publication_refused(self, serial_number: str) -> None:
+        drop("forbidden_topic")
+
+    def publication(
+        self, serial_number: str, topic: str, payload: bytes, *, redelivery: bool = False
+    ) -> Stored | None:
+        """A device's message on one of its topics, queued for the database behind the
+        earlier ones: the future is done once it is stored (the PUBACK may go then), None
+        when it was dropped at once (and counted)."""
+        connection = self._connections.get(serial_number)
+        kind = topics.publication_kind(serial_number, topic)
+        if connection is None:
+            return None
+        if kind is None:
+            drop("forbidden_topic")
+            return None
+        DEVICE_MESSAGES.labels(kind).inc()
+        if not self.rate.allow(serial_number):
+            drop("rate_limited")
+            return None
+        if len(payload) > MAX_PAYLOAD_BYTES:  # not even queued
+            drop("too_large")
+            return None
+        return self.ingest.put(connection.identity, kind, payload, redelivery=redelivery)
+
+    async def room(self) -> None:
+        await self.ingest.room()
+
+    # --- housekeeping ---------------------------------------------------------------------
+
+    def _changed(self, change: Change) -> None:
+        if change.kind == COMMAND_MADE:
+            self.outbox.command_made(change.controller_id)
+
+    def _failed(self, what: str) -> None:
+        """Log a failing periodic task once per outage, not every time it runs."""
+        if what not in self._failing:
+            logger.warning("the device link cannot %s", what, exc_info=True)
+        self._failing.add(what)
+
+    async def _watch(self) -> None:
+        """Every second: close connections whose secret was rotated; forget idle state."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            self.rate.forget_full()
+            self.outbox.round_trips.forget_expired()
+            if self.broker.checks_secrets:
+                continue
+            try:
+                await self._close_rotated()
+                self._failing.discard("check device secrets")
+            except Exception:
+                self._failed("check device secrets")
+
+    async def _close_rotated(self) -> None:
+        live = list(self._connections.values())
+        if not live:
+            return
+        async with self.runtime.database.read() as database:
+            digests = await repository.secret_digests(
+                database, [c.identity.serial_number for c in live]
+            )
+        for connection in live:
+            device = connection.identity
+            if digests.get(device.serial_number) != device.secret_digest:
+                _log("device_secret_changed", connection)
+                await self.broker.close_connection(connection)

@@ -1,0 +1,1 @@
+"""The embedded broker adapter: amqtt, with our limits in front of it."""

@@ -1,0 +1,1 @@
+"""The external-broker adapter: a client of Mosquitto, and its device accounts."""
