@@ -27,14 +27,16 @@ from devicecontrol.devices.link.mosquitto.client import MosquittoBroker, _Messag
 from devicecontrol.devices.link.mosquitto.log import NOTICE as N
 from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controllers
+from devicecontrol.tables import controllers, readings
 from tests.devices.link_support import (
     RawDevice,
     connection_ends,
     eventually,
     new_command,
     nothing_arrives,
+    writes_locked,
 )
+from tests.devices.test_link_serve import link_processes
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -332,6 +334,39 @@ async def test_a_command_a_previous_link_left_sent_reaches_a_device_that_stayed_
             assert await commands.mark_sent(runtime, made)
         with serving(broker, sqlite_url, tmp_path / "second"):
             assert (await next_command(plug, within=RECONNECT_S))["id"] == made.public_id
+
+
+async def stored_sequence(database_url: str) -> list[int]:
+    async with database(database_url) as runtime, runtime.database.read() as connection:
+        rows = await connection.execute(select(readings.c.payload).order_by(readings.c.id))
+        return [msgspec.json.decode(row.payload)["seq"] for row in rows]
+
+
+async def eight_or_more(database_url: str) -> bool:
+    return len(await stored_sequence(database_url)) >= 8
+
+
+async def test_a_message_the_link_had_not_stored_when_killed_is_delivered_to_it_again(
+    broker, sqlite_url, tmp_path
+):
+    """The link acknowledges a message of its session only once it is stored: killed with
+    SIGKILL before that, it leaves the broker holding the message, and the link that
+    serve's watchdog starts gets it again. With acknowledgement on arrival, all 8 are lost."""
+    await provision(broker, sqlite_url, SERIAL)
+    with serving(broker, sqlite_url, tmp_path / "serve") as server:
+        async with device(broker) as plug:
+            await eventually(lambda: online(sqlite_url), within=RECONNECT_S)
+            [link_pid] = link_processes(server)
+            async with writes_locked(sqlite_url):
+                for seq in range(8):
+                    body = msgspec.json.encode({"seq": seq})
+                    await plug.publish(f"devices/{SERIAL}/state", body, qos=1)
+                await asyncio.sleep(1.0)  # the link has received them, and cannot store them
+                os.kill(link_pid, signal.SIGKILL)
+            await eventually(lambda: link_processes(server) not in ([], [link_pid]))
+            await eventually(lambda: eight_or_more(sqlite_url), within=RECONNECT_S)
+            await asyncio.sleep(0.5)  # a duplicate would be stored by now
+            assert await stored_sequence(sqlite_url) == list(range(8))
 
 
 async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(

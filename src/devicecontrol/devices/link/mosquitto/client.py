@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,7 @@ from devicecontrol.devices.link.mosquitto.log import (
     TakenOver,
     Unsubscribed,
 )
-from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError
+from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError, Stored
 from devicecontrol.observability.logs import emit
 
 SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
@@ -88,17 +89,36 @@ class _Session:
     present: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Message:
+    """One message of the link's session; ``settle`` once it is stored or handled: its
+    PUBACK then goes, in the order the messages came (``SessionClient.settle``)."""
+
     topic: str
     payload: bytes
+    redelivery: bool = False  # the PUBLISH's DUP flag
+    mid: int = 0
+    qos: int = 0
+    client: SessionClient | None = None  # that acknowledges it (None: nothing to send)
+    settled: bool = False
+
+    def settle(self) -> None:
+        if self.client is not None and not self.settled:
+            self.client.settle(self)
+        self.settled = True
 
 
 class SessionClient(aiomqtt.Client):
     """aiomqtt's client, for the link's session. aiomqtt keeps CONNACK's session-present
     flag to itself, and queues messages where they cannot be taken out once the connection
     has ended; this one puts both in ``inbox``, in the order paho handed them over, and
-    shows each message to ``peek`` as it arrives."""
+    shows each message to ``peek`` as it arrives.
+
+    It acknowledges nothing on arrival (paho's manual acknowledgement): a QoS 1 message's
+    PUBACK goes once the link has stored it, so a link that dies before leaves it with the
+    broker, which delivers it again to the session (contract §9, Readings). Mosquitto sends
+    at most ``max_inflight_messages`` unacknowledged: that is the flow control.
+    """
 
     def __init__(
         self,
@@ -108,9 +128,20 @@ class SessionClient(aiomqtt.Client):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        self._client.manual_ack_set(True)
         self.inbox = inbox
         self.peek = peek
         self.session_present = False
+        self._unsettled: deque[_Message] = deque()  # in arrival order
+
+    def settle(self, message: _Message) -> None:
+        """Acknowledge every message up to the first one not yet settled (MQTT: PUBACKs
+        in the order of the PUBLISHes)."""
+        message.settled = True
+        while self._unsettled and self._unsettled[0].settled:
+            done = self._unsettled.popleft()
+            if done.qos > 0:
+                self._client.ack(done.mid, done.qos)  # a no-op once the connection is gone
 
     def _on_connect(
         self,
@@ -129,8 +160,16 @@ class SessionClient(aiomqtt.Client):
         try:
             topic = message.topic
         except UnicodeDecodeError:
-            return
-        received = _Message(topic, bytes(message.payload))
+            topic = ""  # no topic of ours: handled as nothing, acknowledged in its turn
+        received = _Message(
+            topic,
+            bytes(message.payload),
+            redelivery=bool(message.dup),
+            mid=message.mid,
+            qos=message.qos,
+            client=self,
+        )
+        self._unsettled.append(received)
         self.peek(received)
         self.inbox.put_nowait(received)
 
@@ -323,10 +362,12 @@ class MosquittoBroker:
                 if isinstance(item, _Session):
                     await self._session_began(item)
                 elif self._replay is not None:
-                    await self._replayed(item)
+                    await self._replayed(item)  # settled once the replay is handled
                 else:
-                    await self._handle(item)
+                    _settle_when_stored(item, await self._handle(item))
             except Exception:
+                if isinstance(item, _Message):
+                    item.settle()  # not stored: the broker would only send it again
                 if not self._failing:
                     logger.warning("the device link failed on a broker event", exc_info=True)
                 self._failing = True
@@ -349,6 +390,7 @@ class MosquittoBroker:
     async def _replayed(self, message: _Message) -> None:
         event = _log_event(message)
         if isinstance(event, Connected) and event.client_id == SESSION_ID:
+            message.settle()
             await self._end_replay()
             return
         if isinstance(event, Ended | TakenOver) and event.client_id == SESSION_ID:
@@ -370,7 +412,7 @@ class MosquittoBroker:
             await self._forget_everyone()
         self._decided.set()
         for message in replay:
-            await self._handle(message)
+            _settle_when_stored(message, await self._handle(message))
         self._ready = True
         self.link.broker_ready()
 
@@ -380,19 +422,22 @@ class MosquittoBroker:
         self._foreign.clear()
         self._clean.clear()
 
-    async def _handle(self, message: _Message) -> None:
+    async def _handle(self, message: _Message) -> Stored | None:
+        """Take in one message; a device's is queued for the database (its future)."""
         if message.topic in mosquitto_log.TOPICS:
             event = _log_event(message)
             if event is not None:
                 await self._logged(event)
-            return
+            return None
         serial_number = topics.publisher_of(message.topic)
         if serial_number is None:
-            return
+            return None
         connection = self.link.connections.get(serial_number)
         if connection is None and await self._take_up(serial_number) is None:
-            return
-        self.link.publication(serial_number, message.topic, message.payload)
+            return None
+        return self.link.publication(
+            serial_number, message.topic, message.payload, redelivery=message.redelivery
+        )
 
     async def _logged(self, event: LogEvent) -> None:
         if event.client_id in (PROBE_ID, SESSION_ID):
@@ -496,3 +541,11 @@ def _log_event(message: _Message) -> LogEvent | None:
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _settle_when_stored(message: _Message, stored: Stored | None) -> None:
+    """Acknowledge ``message`` once ``stored`` is done (at once when nothing is stored)."""
+    if stored is None or stored.done():
+        message.settle()
+    else:
+        stored.add_done_callback(lambda _: message.settle())
