@@ -1,14 +1,18 @@
-"""python -m bench.devices: the device link under a fleet (issue 19's first measurements).
+"""python -m bench.devices: the device link under a fleet (issue 19).
 
-A real ``devicecontrol serve`` (embedded broker) on a throw-away database, provisioned by
-``controllers import`` with device secrets, the operators' way. DEVICES devices connect
-over raw MQTT 3.1.1 sockets (amqtt's packet classes, one asyncio task per device: a lean
-generator), then publish QoS 1 readings at RATE messages a second in all for SECONDS,
-while a few devices answer commands made with ``POST .../commands?wait=5``. Reported:
-connect time, readings stored per second (counted in the database), PUBACK latency (which
-now includes the commit), the command round trip, and the link process's memory per
-connected device. Not yet: 10,000 devices, Mosquitto as the broker and as the ceiling,
-and the generator's own CPU (issue 19, part 7).
+A real ``devicecontrol serve`` on a throw-away database, provisioned by ``controllers
+import`` with device secrets, the operators' way; its device endpoint is ENDPOINT (``lean``,
+the default, or ``amqtt``). DEVICES devices connect over raw MQTT 3.1.1 sockets (amqtt's
+packet classes, one asyncio task per device: a lean generator), then publish QoS 1
+readings at RATE messages a second in all for SECONDS, while a few devices answer commands
+made with ``POST .../commands?wait=5``. Then every device drops its connection and all
+reconnect at once, while HTTP reads are timed (the reconnect storm against the calm).
+
+Reported: connect time, readings stored per second (counted in the database), PUBACK
+latency (it includes the commit), the command round trip, the link process's memory per
+idle connected device, the CPU the service used (all of serve's processes) and the CPU
+the generator used. The ceiling, in the same run: Mosquitto forwarding the same readings
+from as many devices to one subscriber (``--no-ceiling`` leaves it out).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from amqtt.mqtt.connect import ConnectPacket, ConnectPayload, ConnectVariableHea
 from amqtt.mqtt.publish import PublishPacket
 from sqlalchemy import create_engine, func, select
 
+from bench.brokers import mosquitto_broker
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.servers import free_port
 from devicecontrol.tables import readings
@@ -42,6 +47,8 @@ OWNER, PASSWORD = "bench-owner@example.com", "bench-owner-password"
 CLIENT_ID, CLIENT_SECRET = "bench-app", "bench-client-secret-0123456789"
 ANSWERING = 4  # devices that answer commands (owned, subscribed)
 CONNECTS_AT_ONCE = 200
+STORM_AT_ONCE = 2000  # sockets opening at once in the reconnect storm
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def serial(n: int) -> str:
@@ -79,6 +86,22 @@ def stored_readings(database_url: str) -> int:
         engine.dispose()
 
 
+def service_cpu_s(serve: subprocess.Popen[bytes]) -> float:
+    """CPU seconds used so far by every process of serve's group (HTTP workers, link)."""
+    used = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != serve.pid:
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            used += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return used / CLOCK_TICKS
+
+
 def link_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -106,6 +129,10 @@ class Device:
         self.latencies: list[float] = []
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+
+    def drop(self) -> None:
+        if self.writer is not None:
+            self.writer.transport.abort()
 
     async def connect(self) -> None:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
@@ -136,9 +163,9 @@ class Device:
         self.sent[packet_id] = time.perf_counter()
 
 
-async def connect_all(devices: list[Device]) -> float:
+async def connect_all(devices: list[Device], at_once: int = CONNECTS_AT_ONCE) -> float:
     began = time.perf_counter()
-    gate = asyncio.Semaphore(CONNECTS_AT_ONCE)
+    gate = asyncio.Semaphore(at_once)
 
     async def one(device: Device) -> None:
         async with gate:
@@ -170,10 +197,7 @@ async def answer(client: aiomqtt.Client, sn: str) -> None:
 async def command_round_trips(base_url: str, devices: int, seconds: float) -> list[float]:
     """Commands made one after another to the answering devices, each with ?wait=5."""
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
-        form = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-                "username": OWNER, "password": PASSWORD}  # fmt: skip
-        token = (await http.post("/v1/auth/login", data=form)).json()["auth"]["access_token"]
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = await login(http)
         times: list[float] = []
         began, n = time.perf_counter(), 0
         while time.perf_counter() - began < seconds:
@@ -186,6 +210,52 @@ async def command_round_trips(base_url: str, devices: int, seconds: float) -> li
                 times.append(time.perf_counter() - start)
             n += 1
         return times
+
+
+async def login(http: httpx.AsyncClient) -> dict[str, str]:
+    form = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "username": OWNER, "password": PASSWORD}  # fmt: skip
+    token = (await http.post("/v1/auth/login", data=form)).json()["auth"]["access_token"]
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def read_times(base_url: str, devices: int, until: asyncio.Event) -> list[float]:
+    """Controller reads one after another (an app's), each timed, until ``until`` is set."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        headers = await login(http)
+        times: list[float] = []
+        n = 0
+        while not until.is_set():
+            start = time.perf_counter()
+            answer_ = await http.get(f"/v1/controllers/{serial(devices + n % ANSWERING)}",
+                                     headers=headers)  # fmt: skip
+            answer_.raise_for_status()
+            times.append(time.perf_counter() - start)
+            n += 1
+        return times
+
+
+async def reconnect_storm(base_url: str, devices: list[Device]) -> dict[str, float]:
+    """HTTP reads timed while calm, then while every device reconnects at once."""
+    calm_over = asyncio.Event()
+    calm = asyncio.create_task(read_times(base_url, len(devices), calm_over))
+    await asyncio.sleep(3)
+    calm_over.set()
+    calm_times = await calm
+    for device in devices:
+        device.drop()
+    await asyncio.sleep(1)  # the link has seen them go
+    storm_over = asyncio.Event()
+    storm = asyncio.create_task(read_times(base_url, len(devices), storm_over))
+    reconnect_s = await connect_all(devices, STORM_AT_ONCE)
+    storm_over.set()
+    storm_times = await storm
+    return {
+        "storm_reconnect_s": reconnect_s,
+        "http_calm_p99_ms": quantile(calm_times, 0.99) * 1000,
+        "http_storm_p99_ms": quantile(storm_times, 0.99) * 1000,
+        "http_storm_over_calm_p99": quantile(storm_times, 0.99) / quantile(calm_times, 0.99),
+    }
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -211,15 +281,21 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
             await client.subscribe(f"devices/{serial(n)}/commands", qos=1)
             answering.append(asyncio.create_task(answer(client, serial(n))))
         stored_before = stored_readings(database_url)
+        cpu_before, own_before = service_cpu_s(serve), time.process_time()
         flow = asyncio.create_task(publish_for(devices, args.rate, args.seconds))
         round_trips = await command_round_trips(base_url, args.devices, args.seconds)
         sent = await flow
+        service_cpu = (service_cpu_s(serve) - cpu_before) / args.seconds
+        generator_cpu = (time.process_time() - own_before) / args.seconds
         await asyncio.sleep(3)  # what was offered gets stored
         stored = stored_readings(database_url) - stored_before
         for task in answering + readers:
             task.cancel()
+        storm = await reconnect_storm(base_url, devices) if args.storm else {}
     latencies = [x for d in devices for x in d.latencies]
     return {
+        "endpoint": args.endpoint,
+        "backend": args.backend,
         "devices": args.devices,
         "connect_s": connect_s,
         "offered_per_s": sent / args.seconds,
@@ -234,6 +310,47 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
         "round_trip_p50_ms": quantile(round_trips, 0.5) * 1000,
         "round_trip_p99_ms": quantile(round_trips, 0.99) * 1000,
         "bytes_per_idle_device": (rss_after - rss_before) / args.devices,
+        "service_cpu_cores": service_cpu,
+        "generator_cpu_cores": generator_cpu,
+        **storm,
+    }
+
+
+async def mosquitto_ceiling(args: argparse.Namespace) -> dict[str, object]:
+    """The same devices, rate and seconds against Mosquitto forwarding every reading to one
+    subscriber: what a broker that only moves bytes does on this machine, in this run."""
+    async with mosquitto_broker() as port:
+        devices = [Device(n, port) for n in range(args.devices)]
+        connect_s = await connect_all(devices)
+        readers = [asyncio.create_task(d.read_acks()) for d in devices]
+        received = 0
+        async with aiomqtt.Client("127.0.0.1", port, identifier="bench-service") as service:
+            await service.subscribe("devices/+/state", qos=1)
+
+            async def receive() -> None:
+                nonlocal received
+                async for _ in service.messages:
+                    received += 1
+
+            receiver = asyncio.create_task(receive())
+            own_before = time.process_time()
+            sent = await publish_for(devices, args.rate, args.seconds)
+            generator_cpu = (time.process_time() - own_before) / args.seconds
+            await asyncio.sleep(3)
+            receiver.cancel()
+        for task in readers:
+            task.cancel()
+        for device in devices:
+            device.drop()
+    latencies = [x for d in devices for x in d.latencies]
+    return {
+        "ceiling": "mosquitto, one subscriber",
+        "ceiling_connect_s": connect_s,
+        "ceiling_offered_per_s": sent / args.seconds,
+        "ceiling_delivered_per_s": received / args.seconds,
+        "ceiling_puback_p50_ms": quantile(latencies, 0.5) * 1000,
+        "ceiling_puback_p99_ms": quantile(latencies, 0.99) * 1000,
+        "ceiling_generator_cpu_cores": generator_cpu,
     }
 
 
@@ -244,6 +361,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
+    parser.add_argument("--endpoint", choices=("lean", "amqtt"), default="lean")
+    parser.add_argument("--no-storm", dest="storm", action="store_false")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="devicecontrol-bench-devices-") as workdir,
@@ -253,6 +373,7 @@ def main() -> None:
         provision(database_url, args.devices, Path(workdir))
         port, mqtt_port = free_port(), free_port()
         env = {**os.environ, "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
+               "DEVICECONTROL_MQTT_ENDPOINT": args.endpoint,
                "DEVICECONTROL_LOG_LEVEL": "warning"}  # fmt: skip
         serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
             [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
@@ -271,8 +392,17 @@ def main() -> None:
         finally:
             os.killpg(serve.pid, 15)
             serve.wait(timeout=30)
+    if args.ceiling:
+        result.update(asyncio.run(mosquitto_ceiling(args)))
     for key, value in result.items():
-        print(f"{key:24} {value:,.1f}" if isinstance(value, float) else f"{key:24} {value:,}")
+        shown = (
+            f"{value:,.1f}"
+            if isinstance(value, float)
+            else f"{value:,}"
+            if isinstance(value, int)
+            else str(value)
+        )
+        print(f"{key:28} {shown}")
 
 
 if __name__ == "__main__":

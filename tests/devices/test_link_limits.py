@@ -18,9 +18,9 @@ from amqtt.mqtt.publish import PublishPacket
 from amqtt.mqtt.pubrel import PubrelPacket
 
 from devicecontrol.devices.link.device_log import DeviceEventLog
-from devicecontrol.devices.link.embedded import broker as broker_module
-from devicecontrol.devices.link.embedded.broker import granted_keep_alive
-from devicecontrol.devices.link.embedded.packet_guard import MAX_UNFINISHED_QOS2
+from devicecontrol.devices.link.endpoint import broker as broker_module
+from devicecontrol.devices.link.endpoint.broker import MAX_UNFINISHED_QOS2
+from devicecontrol.devices.link.listener import granted_keep_alive
 from devicecontrol.devices.readings import MAX_PAYLOAD_DEPTH
 from devicecontrol.runtime import Runtime
 from tests.devices.link_support import (

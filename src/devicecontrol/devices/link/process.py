@@ -31,6 +31,7 @@ import time
 from devicecontrol.config import Settings, SettingsError, load_settings
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.embedded.broker import EmbeddedBroker
+from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.ports import Broker, LinkError
 from devicecontrol.observability import metrics
@@ -54,7 +55,9 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
     def make_broker(link: DeviceLink) -> Broker:
         if mqtt_url is not None and listen is None:
             return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
-        return EmbeddedBroker(link, listen or settings.mqtt_listen, settings)
+        if settings.mqtt_endpoint == "amqtt":
+            return EmbeddedBroker(link, listen or settings.mqtt_listen, settings)
+        return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)
 
     return DeviceLink(runtime, make_broker)
 

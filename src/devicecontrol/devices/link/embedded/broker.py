@@ -39,7 +39,8 @@ from amqtt.session import INCOMING, Session
 from devicecontrol.config import Settings
 from devicecontrol.devices.link.embedded.packet_guard import PacketGuard
 from devicecontrol.devices.link.embedded.plugins import CONNECTION, IDENTITY
-from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError, Stored
+from devicecontrol.devices.link.listener import granted_keep_alive, listening_socket, tls_context
+from devicecontrol.devices.link.ports import DeviceConnection, Link, Stored
 
 PLUGINS = "devicecontrol.devices.link.embedded.plugins"
 # a socket that never sends its CONNECT is closed after this long
@@ -49,33 +50,6 @@ TAKE_OVER_WAIT_S = 1.0
 REFUSED = "device refused"
 NO_CONNECT = "no valid CONNECT"
 PERSISTENT_SESSION_EXPIRY_S = 86400
-
-
-def listening_socket(listen: str) -> socket.socket:
-    """The broker's socket, bound now: a taken port or a bad address is a ``LinkError``."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host, int(port)), family=family, backlog=512)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise LinkError(
-            f"cannot listen for devices on {listen} (DEVICECONTROL_MQTT_LISTEN): {reason}"
-        ) from None
-
-
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    """The TLS of the device listener; unusable files are a ``LinkError``."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(cert_file, key_file)
-    except (OSError, ssl.SSLError) as exc:
-        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
-        raise LinkError(
-            f"cannot use DEVICECONTROL_MQTT_TLS_CERT and DEVICECONTROL_MQTT_TLS_KEY: {reason}"
-        ) from None
-    return context
 
 
 def broker_config(link: Link, listen: str) -> BrokerConfig:
@@ -102,12 +76,6 @@ class _RefusalsAreAudited(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return REFUSED not in message and NO_CONNECT not in message
-
-
-def granted_keep_alive(asked_s: int, maximum_s: int) -> int:
-    """The keep-alive a device gets (contract §9 Limits): what it asked for, unless that is
-    none (0) or more than the maximum, which it then gets instead."""
-    return asked_s if 0 < asked_s <= maximum_s else maximum_s
 
 
 class DeviceProtocolHandler(BrokerProtocolHandler):
