@@ -32,13 +32,18 @@ import aiomqtt
 import httpx
 import msgspec
 from amqtt.adapters import StreamReaderAdapter
+from amqtt.errors import NoDataError
 from amqtt.mqtt.connack import ConnackPacket
 from amqtt.mqtt.connect import ConnectPacket, ConnectPayload, ConnectVariableHeader
+from amqtt.mqtt.packet import PUBLISH, MQTTFixedHeader
+from amqtt.mqtt.puback import PubackPacket
 from amqtt.mqtt.publish import PublishPacket
+from amqtt.mqtt.subscribe import SubscribePacket
 from sqlalchemy import create_engine, func, select
 
 from bench.brokers import mosquitto_broker
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
+from bench.profiler import py_spy_path
 from bench.servers import free_port
 from devicecontrol.tables import readings
 
@@ -103,6 +108,13 @@ def service_cpu_s(serve: subprocess.Popen[bytes]) -> float:
 
 
 def link_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
+    for line in (Path("/proc") / str(link_pid(serve)) / "status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("the device link process has no VmRSS")
+
+
+def link_pid(serve: subprocess.Popen[bytes]) -> int:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -112,9 +124,7 @@ def link_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
                 continue
             if b"devicecontrol.devices.link.process" not in cmdline:
                 continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+            return int(entry.name)
         except (OSError, ProcessLookupError):
             continue
     raise SystemExit("no device link process found")
@@ -163,6 +173,37 @@ class Device:
         self.sent[packet_id] = time.perf_counter()
 
 
+class AnsweringDevice(Device):
+    """A device that subscribes to its commands and answers each at once, on a raw socket
+    with TCP_NODELAY (asyncio's default): paho's Nagle would add the service's delayed ACK
+    (about 40 ms) to every result that follows a PUBACK, and that is not the service."""
+
+    async def answer(self) -> None:
+        assert self.reader is not None and self.writer is not None
+        sn = serial(self.n)
+        topic = f"devices/{sn}/commands"
+        self.writer.write(SubscribePacket.build([(topic, 1)], packet_id=1).to_bytes())
+        stream = StreamReaderAdapter(self.reader)
+        seq = 0
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, NoDataError):
+            while True:
+                header = await MQTTFixedHeader.from_stream(stream)
+                if header is None:
+                    return
+                if header.packet_type != PUBLISH:
+                    await self.reader.readexactly(header.remaining_length)
+                    continue
+                message = await PublishPacket.from_stream(stream, fixed_header=header)
+                command = msgspec.json.decode(bytes(message.data))
+                ARRIVED[command["id"]] = time.perf_counter()
+                self.writer.write(PubackPacket.build(message.packet_id).to_bytes())
+                result = msgspec.json.encode({"id": command["id"], "status": "succeeded"})
+                seq = seq % 65535 + 1
+                self.writer.write(
+                    PublishPacket.build(f"{topic}/result", result, seq, False, 1, False).to_bytes()
+                )
+
+
 async def connect_all(devices: list[Device], at_once: int = CONNECTS_AT_ONCE) -> float:
     began = time.perf_counter()
     gate = asyncio.Semaphore(at_once)
@@ -187,29 +228,39 @@ async def publish_for(devices: list[Device], rate: float, seconds: float) -> int
     return sent
 
 
-async def answer(client: aiomqtt.Client, sn: str) -> None:
-    async for message in client.messages:
-        command = msgspec.json.decode(message.payload)
-        result = msgspec.json.encode({"id": command["id"], "status": "succeeded"})
-        await client.publish(f"devices/{sn}/commands/result", result, qos=1)
+ARRIVED: dict[str, float] = {}  # command id -> when its device got it
+DELIVERIES: list[float] = []  # POST to the device having it, per command that succeeded
 
 
-async def command_round_trips(base_url: str, devices: int, seconds: float) -> list[float]:
-    """Commands made one after another to the answering devices, each with ?wait=5."""
+async def command_round_trips(
+    base_url: str, headers: dict[str, str], devices: int, seconds: float
+) -> tuple[list[float], int]:
+    """Commands made one after another to the answering devices, each with ?wait=5: the
+    round trips of those that succeeded, and how many did not (in 5 s, or at all)."""
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
-        headers = await login(http)
         times: list[float] = []
+        DELIVERIES.clear()
+        failed = 0
         began, n = time.perf_counter(), 0
         while time.perf_counter() - began < seconds:
             sn = serial(devices + n % ANSWERING)
             body = {"name": "switch_on_off", "params": {"state": "on" if n % 2 else "off"}}
             start = time.perf_counter()
             url = f"/v1/controllers/{sn}/commands?wait=5"
-            answer_ = await http.post(url, json=body, headers=headers)
+            n += 1
+            try:
+                answer_ = await http.post(url, json=body, headers=headers)
+            except httpx.TimeoutException:
+                failed += 1
+                continue
             if answer_.json()["command"]["status"] == "succeeded":
                 times.append(time.perf_counter() - start)
-            n += 1
-        return times
+                arrived = ARRIVED.pop(answer_.json()["command"]["id"], None)
+                if arrived is not None:
+                    DELIVERIES.append(arrived - start)
+            else:
+                failed += 1
+        return times, failed
 
 
 async def login(http: httpx.AsyncClient) -> dict[str, str]:
@@ -219,10 +270,11 @@ async def login(http: httpx.AsyncClient) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def read_times(base_url: str, devices: int, until: asyncio.Event) -> list[float]:
+async def read_times(
+    base_url: str, headers: dict[str, str], devices: int, until: asyncio.Event
+) -> list[float]:
     """Controller reads one after another (an app's), each timed, until ``until`` is set."""
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
-        headers = await login(http)
         times: list[float] = []
         n = 0
         while not until.is_set():
@@ -235,10 +287,12 @@ async def read_times(base_url: str, devices: int, until: asyncio.Event) -> list[
         return times
 
 
-async def reconnect_storm(base_url: str, devices: list[Device]) -> dict[str, float]:
+async def reconnect_storm(
+    base_url: str, headers: dict[str, str], devices: list[Device]
+) -> dict[str, float]:
     """HTTP reads timed while calm, then while every device reconnects at once."""
     calm_over = asyncio.Event()
-    calm = asyncio.create_task(read_times(base_url, len(devices), calm_over))
+    calm = asyncio.create_task(read_times(base_url, headers, len(devices), calm_over))
     await asyncio.sleep(3)
     calm_over.set()
     calm_times = await calm
@@ -246,7 +300,7 @@ async def reconnect_storm(base_url: str, devices: list[Device]) -> dict[str, flo
         device.drop()
     await asyncio.sleep(1)  # the link has seen them go
     storm_over = asyncio.Event()
-    storm = asyncio.create_task(read_times(base_url, len(devices), storm_over))
+    storm = asyncio.create_task(read_times(base_url, headers, len(devices), storm_over))
     reconnect_s = await connect_all(devices, STORM_AT_ONCE)
     storm_over.set()
     storm_times = await storm
@@ -272,26 +326,38 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
     await asyncio.sleep(2)  # online written, idle
     rss_after = link_rss_bytes(serve)
     readers = [asyncio.create_task(d.read_acks()) for d in devices]
-    async with contextlib.AsyncExitStack() as stack:
-        answering = []
-        for n in range(args.devices, args.devices + ANSWERING):
-            client = aiomqtt.Client("127.0.0.1", mqtt_port, identifier=serial(n),
-                                    username=serial(n), password=SECRET)  # fmt: skip
-            await stack.enter_async_context(client)
-            await client.subscribe(f"devices/{serial(n)}/commands", qos=1)
-            answering.append(asyncio.create_task(answer(client, serial(n))))
-        stored_before = stored_readings(database_url)
-        cpu_before, own_before = service_cpu_s(serve), time.process_time()
-        flow = asyncio.create_task(publish_for(devices, args.rate, args.seconds))
-        round_trips = await command_round_trips(base_url, args.devices, args.seconds)
-        sent = await flow
-        service_cpu = (service_cpu_s(serve) - cpu_before) / args.seconds
-        generator_cpu = (time.process_time() - own_before) / args.seconds
-        await asyncio.sleep(3)  # what was offered gets stored
-        stored = stored_readings(database_url) - stored_before
-        for task in answering + readers:
-            task.cancel()
-        storm = await reconnect_storm(base_url, devices) if args.storm else {}
+    answering = []
+    for n in range(args.devices, args.devices + ANSWERING):
+        answerer = AnsweringDevice(n, mqtt_port)
+        await answerer.connect()
+        answering.append(asyncio.create_task(answerer.answer()))
+    await asyncio.sleep(0.5)  # subscribed
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        headers = await login(http)  # before the flow: the login's hash is no part of it
+    stored_before = stored_readings(database_url)
+    profiler = None
+    if args.profile:  # py-spy on the link process for the flow's seconds
+        profiler = subprocess.Popen(  # noqa: S603, ASYNC220 (py-spy, in the background)
+            [py_spy_path(), "record", "--pid", str(link_pid(serve)), "--rate", "100",
+             "--duration", str(int(args.seconds)), "--format", "raw",
+             "--output", args.profile, "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    cpu_before, own_before = service_cpu_s(serve), time.process_time()
+    flow = asyncio.create_task(publish_for(devices, args.rate, args.seconds))
+    round_trips, commands_failed = await command_round_trips(
+        base_url, headers, args.devices, args.seconds
+    )
+    sent = await flow
+    service_cpu = (service_cpu_s(serve) - cpu_before) / args.seconds
+    if profiler is not None:
+        profiler.wait(timeout=60)
+    generator_cpu = (time.process_time() - own_before) / args.seconds
+    await asyncio.sleep(3)  # what was offered gets stored
+    stored = stored_readings(database_url) - stored_before
+    for task in answering + readers:
+        task.cancel()
+    storm = await reconnect_storm(base_url, headers, devices) if args.storm else {}
     latencies = [x for d in devices for x in d.latencies]
     return {
         "endpoint": args.endpoint,
@@ -307,8 +373,11 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
         "puback_p50_ms": quantile(latencies, 0.5) * 1000,
         "puback_p99_ms": quantile(latencies, 0.99) * 1000,
         "commands": len(round_trips),
+        "commands_failed": commands_failed,
         "round_trip_p50_ms": quantile(round_trips, 0.5) * 1000,
         "round_trip_p99_ms": quantile(round_trips, 0.99) * 1000,
+        "delivery_p50_ms": quantile(DELIVERIES, 0.5) * 1000,
+        "delivery_p99_ms": quantile(DELIVERIES, 0.99) * 1000,
         "bytes_per_idle_device": (rss_after - rss_before) / args.devices,
         "service_cpu_cores": service_cpu,
         "generator_cpu_cores": generator_cpu,
@@ -363,6 +432,7 @@ def main() -> None:
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
     parser.add_argument("--endpoint", choices=("lean", "amqtt"), default="lean")
     parser.add_argument("--no-storm", dest="storm", action="store_false")
+    parser.add_argument("--profile", help="py-spy's collapsed stacks of the link, to this file")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
     args = parser.parse_args()
     with (

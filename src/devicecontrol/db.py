@@ -2,9 +2,11 @@
 
 Services write in a transaction from ``Database.write()``, which commits on success and
 rolls back on any error. On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` so
-that it takes the write lock up front and waits (busy_timeout) instead of failing half-way
-when another connection wrote first; the writers of one process queue for it on an
-asyncio lock rather than in SQLite's busy handler, which sleeps up to 100 ms per retry.
+that it takes the write lock up front and waits instead of failing half-way when another
+connection wrote first; the writers of one process queue for it on an asyncio lock. Between
+processes it is asked for every millisecond (``_begin_immediate``), not through SQLite's
+busy handler, whose growing sleeps (up to 100 ms a retry) let a process that writes all
+the time (the device link's batches) starve one that writes now and then (a command).
 
 ``Database.read()`` hands out a connection without a transaction: each statement sees
 what was committed when it started (PostgreSQL's READ COMMITTED gave a read transaction no
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -41,6 +44,7 @@ from devicecontrol.hot_pool import HotPool
 from devicecontrol.prepared import Prepared, PreparedResult
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+SQLITE_LOCK_POLL_S = 0.001  # how often a writer of another process asks for the write lock
 # a WAL reader waits only in rare moments (recovery after a crash, a TRUNCATE checkpoint);
 # it waits on the event loop's thread, so briefly, and then the request is a 503
 SQLITE_READ_BUSY_TIMEOUT_MS = 250
@@ -225,7 +229,29 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        if mode == "IMMEDIATE":
+            _begin_immediate(connection)
+        else:
+            connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _begin_immediate(connection: Connection) -> None:
+    """Take the write lock, asking every ``SQLITE_LOCK_POLL_S`` for ``SQLITE_BUSY_TIMEOUT_MS``
+    at most (in the driver's thread): a gap of a millisecond between another process's
+    transactions is enough to get in."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    connection.exec_driver_sql("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except OperationalError as exc:
+                if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                    raise
+            time.sleep(SQLITE_LOCK_POLL_S)
+    finally:
+        connection.exec_driver_sql(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
 
 def create_engine(

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.db import Reader
@@ -99,9 +100,13 @@ async def recent_payloads(connection: Reader, controller_id: int, limit: int) ->
     return list((await connection.execute(query)).scalars())
 
 
+LATEST_FIELDS = ("reading_id", "assignment_id", "payload", "created_at")
+
+
 async def insert_readings(connection: AsyncConnection, arrived: Sequence[ArrivedReading]) -> None:
     """Store a batch of readings (in arrival order) and make each controller's newest its
-    latest: one multi-row INSERT for the history, then one write per controller.
+    latest: one multi-row INSERT for the history, one upsert of the latest readings and one
+    update of ``last_seen``, each with all the batch's controllers at once.
 
     The ownership is looked up in the same transaction, so a reading and a hand-over are
     ordered by arrival, never by second-precision timestamps.
@@ -133,17 +138,18 @@ async def insert_readings(connection: AsyncConnection, arrived: Sequence[Arrived
     newest: dict[int, dict[str, Any]] = {}
     for row, reading_id in zip(rows, ids, strict=True):
         newest[row["controller_id"]] = {**row, "reading_id": reading_id}
-    for controller_id, row in newest.items():
-        latest = {k: row[k] for k in ("reading_id", "assignment_id", "payload", "created_at")}
-        updated = await connection.execute(
-            update(latest_readings)
-            .where(latest_readings.c.controller_id == controller_id)
-            .values(**latest)
-        )
-        if not updated.rowcount:
-            await connection.execute(
-                insert(latest_readings).values(controller_id=controller_id, **latest)
-            )
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    upsert = dialect_insert(latest_readings)
+    await connection.execute(
+        upsert.on_conflict_do_update(
+            index_elements=[latest_readings.c.controller_id],
+            set_={name: upsert.excluded[name] for name in LATEST_FIELDS},
+        ),
+        [
+            {name: row[name] for name in ("controller_id", *LATEST_FIELDS)}
+            for row in newest.values()
+        ],
+    )
     await connection.execute(
         update(controllers)
         .where(controllers.c.id == bindparam("b_id"))

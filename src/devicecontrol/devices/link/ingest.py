@@ -1,9 +1,11 @@
 """Device messages to the database in batches (group commit), acknowledged only after.
 
-Every accepted ``state`` and ``commands/result`` message joins one bounded queue in
-arrival order. One writer takes what has gathered and stores it: the readings that come
-one after another in one transaction (one multi-row INSERT, each controller's latest
-reading and ``last_seen`` written once), a result in a transaction of its own, in order.
+Every accepted ``state`` message joins the readings queue, every ``commands/result`` the
+results queue, in arrival order; together they are bounded. One writer takes what has
+gathered and stores it: results first, each in a transaction of its own (a command's
+round trip waits on it, and a result is one row), then up to ``BATCH`` readings in one
+transaction (one multi-row INSERT, each controller's latest reading and ``last_seen``
+written once).
 A message's future is resolved once its transaction has committed; the broker sends the
 PUBACK of a QoS 1 message only then (contract §9, Readings).
 
@@ -60,7 +62,8 @@ class Ingest:
     def __init__(self, runtime: Runtime, round_trips: RoundTrips) -> None:
         self.runtime = runtime
         self.round_trips = round_trips
-        self._queue: deque[Arrival] = deque()
+        self._readings: deque[Arrival] = deque()
+        self._results: deque[Arrival] = deque()
         self._arrived = asyncio.Event()  # the writer has something to do
         self._room = asyncio.Event()  # the queue is below its capacity
         self._room.set()
@@ -74,9 +77,12 @@ class Ingest:
 
     async def room(self) -> None:
         """Return once the queue can take a message (the broker waits before a read)."""
-        while len(self._queue) >= CAPACITY:
+        while self._queued() >= CAPACITY:
             self._room.clear()
             await self._room.wait()
+
+    def _queued(self) -> int:
+        return len(self._readings) + len(self._results)
 
     def put(
         self, device: DeviceIdentity, kind: str, payload: bytes, *, redelivery: bool = False
@@ -93,8 +99,9 @@ class Ingest:
             drop(str(rejected))
             stored.set_result(None)
             return stored
-        self._queue.append(Arrival(device, kind, content, utcnow(), stored, redelivery))
-        DEVICE_INGEST_QUEUED.set(len(self._queue))
+        arrival = Arrival(device, kind, content, utcnow(), stored, redelivery)
+        (self._readings if kind == topics.STATE else self._results).append(arrival)
+        DEVICE_INGEST_QUEUED.set(self._queued())
         self._idle.clear()
         self._arrived.set()
         return stored
@@ -119,7 +126,7 @@ class Ingest:
     async def run(self) -> None:
         """The writer: store the head of the queue, again and again."""
         while True:
-            if not self._queue and not self._presence:
+            if not self._readings and not self._results and not self._presence:
                 self._idle.set()
                 self._arrived.clear()
                 await self._arrived.wait()
@@ -127,8 +134,10 @@ class Ingest:
             try:
                 if self._presence:
                     await self._store_presence()
-                if self._queue:
-                    await self._store_next_group()
+                while self._results:
+                    await self._store_result(self._results[0])
+                if self._readings:
+                    await self._store_readings()
             except Exception:
                 self._failed()
                 await asyncio.sleep(RETRY_S)
@@ -148,39 +157,36 @@ class Ingest:
         if not self._presence:
             self._presence_written.set()
 
-    async def _store_next_group(self) -> None:
-        """The readings at the head (up to BATCH) in one transaction, or the result there."""
-        head = self._queue[0]
-        if head.kind == topics.STATE:
-            group: list[Arrival] = []
-            for arrival in self._queue:
-                if arrival.kind != topics.STATE or len(group) == BATCH:
-                    break
-                group.append(arrival)
-            async with self.runtime.database.write() as connection:
-                arrived = [
-                    ArrivedReading(a.device.controller_id, a.content, a.arrived_at)
-                    for a in await _without_stored_redeliveries(connection, group)
-                ]
-                if arrived:
-                    await readings_repository.insert_readings(connection, arrived)
-        else:
-            group = [head]
-            outcome = await commands.record_result(
-                self.runtime, head.device.controller_id, head.content
-            )
-            if outcome.dropped is not None:
-                drop(outcome.dropped)
-            elif outcome.command is not None:
-                self.round_trips.finished(outcome.command.id)
-                finished = Change(COMMAND_FINISHED, head.device.controller_id, outcome.command.id)
-                await self.runtime.changes.announce(finished)  # wakes ?wait and /send
-        for arrival in group:  # committed: acknowledged, in arrival order
-            self._queue.popleft()
-            if not arrival.stored.done():
-                arrival.stored.set_result(None)
-        DEVICE_INGEST_QUEUED.set(len(self._queue))
-        if len(self._queue) < CAPACITY:
+    async def _store_readings(self) -> None:
+        """The readings at the head (up to BATCH) in one transaction."""
+        group = [self._readings[i] for i in range(min(BATCH, len(self._readings)))]
+        async with self.runtime.database.write() as connection:
+            arrived = [
+                ArrivedReading(a.device.controller_id, a.content, a.arrived_at)
+                for a in await _without_stored_redeliveries(connection, group)
+            ]
+            if arrived:
+                await readings_repository.insert_readings(connection, arrived)
+        for _ in group:  # committed: acknowledged, in arrival order
+            self._acknowledge(self._readings.popleft())
+
+    async def _store_result(self, head: Arrival) -> None:
+        outcome = await commands.record_result(
+            self.runtime, head.device.controller_id, head.content
+        )
+        if outcome.dropped is not None:
+            drop(outcome.dropped)
+        elif outcome.command is not None:
+            self.round_trips.finished(outcome.command.id)
+            finished = Change(COMMAND_FINISHED, head.device.controller_id, outcome.command.id)
+            await self.runtime.changes.announce(finished)  # wakes ?wait and /send
+        self._acknowledge(self._results.popleft())
+
+    def _acknowledge(self, arrival: Arrival) -> None:
+        if not arrival.stored.done():
+            arrival.stored.set_result(None)
+        DEVICE_INGEST_QUEUED.set(self._queued())
+        if self._queued() < CAPACITY:
             self._room.set()
 
     def _failed(self) -> None:
