@@ -1,9 +1,9 @@
 """python -m bench.devices: the device link under a fleet (issue 19).
 
 A real ``devicecontrol serve`` on a throw-away database, provisioned by ``controllers
-import`` with device secrets, the operators' way; its device endpoint is ENDPOINT (``lean``,
-the default, or ``amqtt``). DEVICES devices connect over raw MQTT 3.1.1 sockets (amqtt's
-packet classes, one asyncio task per device: a lean generator), then publish QoS 1
+import`` with device secrets, the operators' way. DEVICES devices connect over raw MQTT
+3.1.1 sockets (amqtt's packet classes, one asyncio task per device: a lean generator), then
+publish QoS 1
 readings at RATE messages a second in all for SECONDS, while a few devices answer commands
 made with ``POST .../commands?wait=5``. Then every device drops its connection and all
 reconnect at once, while HTTP reads are timed (the reconnect storm against the calm).
@@ -360,7 +360,6 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
     storm = await reconnect_storm(base_url, headers, devices) if args.storm else {}
     latencies = [x for d in devices for x in d.latencies]
     return {
-        "endpoint": args.endpoint,
         "backend": args.backend,
         "devices": args.devices,
         "connect_s": connect_s,
@@ -430,7 +429,6 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
-    parser.add_argument("--endpoint", choices=("lean", "amqtt"), default="lean")
     parser.add_argument("--no-storm", dest="storm", action="store_false")
     parser.add_argument("--profile", help="py-spy's collapsed stacks of the link, to this file")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
@@ -443,7 +441,6 @@ def main() -> None:
         provision(database_url, args.devices, Path(workdir))
         port, mqtt_port = free_port(), free_port()
         env = {**os.environ, "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
-               "DEVICECONTROL_MQTT_ENDPOINT": args.endpoint,
                "DEVICECONTROL_LOG_LEVEL": "warning"}  # fmt: skip
         serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
             [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),

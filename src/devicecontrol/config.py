@@ -23,7 +23,6 @@ ENV_PREFIX = "DEVICECONTROL_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # json: one JSON object per line, for log collectors; text: key=value lines, for people
 LOG_FORMATS = ("json", "text")
-MQTT_ENDPOINTS = ("lean", "amqtt")
 # argon2id's parameters: the library's recommended ones, or the lowest it accepts, which
 # only a test suite may use (its servers and CLI runs would otherwise spend most of their
 # time hashing); a process that runs with the latter says so in its log at start-up
@@ -94,8 +93,6 @@ class Settings:
     # header), and the keep-alive a device gets when it asks for none or for more
     mqtt_max_packet: int = 16384
     mqtt_max_keepalive_s: int = 300
-    # what serves devices directly: the lean device endpoint, or amqtt's general broker
-    mqtt_endpoint: str = "lean"
     mqtt_tls_cert: str | None = None
     mqtt_tls_key: str | None = None
     # an external broker instead of the embedded one (contract §9), and the CA file that
@@ -247,11 +244,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     log_level = env.get(ENV_PREFIX + "LOG_LEVEL", "info").strip().lower() or "info"
     if log_level not in LOG_LEVELS:
         raise SettingsError(f"{ENV_PREFIX}LOG_LEVEL must be a log level name, got {log_level!r}")
-    mqtt_endpoint = env.get(ENV_PREFIX + "MQTT_ENDPOINT", "lean").strip().lower() or "lean"
-    if mqtt_endpoint not in MQTT_ENDPOINTS:
-        raise SettingsError(
-            f"{ENV_PREFIX}MQTT_ENDPOINT must be lean or amqtt, got {mqtt_endpoint[:40]!r}"
-        )
     log_format = env.get(ENV_PREFIX + "LOG_FORMAT", "json").strip().lower() or "json"
     if log_format not in LOG_FORMATS:
         raise SettingsError(f"{ENV_PREFIX}LOG_FORMAT must be json or text, got {log_format!r}")
@@ -307,7 +299,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_max_keepalive_s=_bounded_int(
             env, "MQTT_MAX_KEEPALIVE", defaults.mqtt_max_keepalive_s, low=1, high=65535
         ),
-        mqtt_endpoint=mqtt_endpoint,
         mqtt_tls_cert=_tls_file(env, "MQTT_TLS_CERT"),
         mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
         mqtt_url=_mqtt_url(env, "MQTT_URL"),

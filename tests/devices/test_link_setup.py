@@ -1,5 +1,5 @@
-"""How the device link is set up: TLS on the listener, amqtt's defaults left out, amqtt's
-loggers kept away from debug."""
+"""How the device link is set up: TLS on the listener, a taken port, amqtt's loggers (its
+codec's) kept away from debug."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import subprocess
 import aiomqtt
 import pytest
 
-from devicecontrol.devices.link.embedded.broker import broker_config
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.devices.link.process import build_link
 from devicecontrol.observability.logs import link_logging_config
@@ -71,16 +70,6 @@ async def test_unusable_tls_files_are_a_one_line_link_error(settings, tmp_path):
         await runtime.close()
     assert "\n" not in str(failed.value)
     assert "DEVICECONTROL_MQTT_TLS_CERT" in str(failed.value)
-
-
-def test_the_broker_loads_our_plugins_only():
-    """amqtt's defaults let anyone in and log CONNECT packets (passwords) at debug."""
-    plugins = broker_config(link=None, listen="127.0.0.1:1884").plugins  # type: ignore[arg-type]
-    assert sorted(plugins) == [
-        "devicecontrol.devices.link.embedded.plugins.DeviceAuthPlugin",
-        "devicecontrol.devices.link.embedded.plugins.DeviceEventsPlugin",
-        "devicecontrol.devices.link.embedded.plugins.DeviceTopicPlugin",
-    ]
 
 
 @pytest.mark.parametrize("level", ["debug", "info", "warning"])

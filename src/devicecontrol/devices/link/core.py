@@ -4,7 +4,7 @@ The broker speaks MQTT; the link applies the rules: who is connected (``online``
 their messages become (readings and results, through ``ingest.py``), which commands they
 get and when (``outbox.py``), and whose secret changed. Which broker serves the devices
 is an adapter behind ``ports.Broker``, chosen by the composition root (``process.py``):
-the embedded one (``embedded/``, amqtt, the default) or a client of Mosquitto
+the service's own device endpoint (``endpoint/``, the default) or a client of Mosquitto
 (``mosquitto/``, ``DEVICECONTROL_MQTT_URL``). Either reports to the ``ports.Link`` calls
 implemented here, so the rules are written once. The link runs in one process, whatever
 the number of HTTP workers.

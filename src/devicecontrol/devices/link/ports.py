@@ -1,5 +1,5 @@
 """The device link's two faces, typed: what it needs of a broker (``Broker``), and what a
-broker calls on it (``Link``). No third-party import: an adapter (``embedded/``, amqtt;
+broker calls on it (``Link``). No third-party import: an adapter (``endpoint/``, the service's own;
 ``mosquitto/``, a client of Mosquitto) depends on these, never the link on an adapter.
 
 A new way to serve devices (a broker cluster that asks our hook, a lean device endpoint)
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from devicecontrol.devices.identity import DeviceIdentity
 
@@ -71,7 +71,6 @@ class Broker(Protocol):
     async def close_connection(self, connection: DeviceConnection) -> None: ...
 
 
-@runtime_checkable  # amqtt type-checks its plugins' configuration (dacite)
 class Link(Protocol):
     """What a broker calls on the link: connections, subscriptions, messages, and whether
     it may read more from device sockets. ``DeviceLink`` (``core.py``) implements it."""

@@ -30,7 +30,6 @@ import time
 
 from devicecontrol.config import Settings, SettingsError, load_settings
 from devicecontrol.devices.link.core import DeviceLink
-from devicecontrol.devices.link.embedded.broker import EmbeddedBroker
 from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.ports import Broker, LinkError
@@ -46,7 +45,7 @@ logger = logging.getLogger("devicecontrol.devices.link")
 
 
 def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
-    """The link with its broker: the embedded one on ``listen`` (else the setting), or,
+    """The link with its broker: the device endpoint on ``listen`` (else the setting), or,
     when the settings name ``DEVICECONTROL_MQTT_URL`` and no ``listen`` is given, a client
     of that Mosquitto broker. The one place that knows the adapters."""
     settings = runtime.settings
@@ -55,8 +54,6 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
     def make_broker(link: DeviceLink) -> Broker:
         if mqtt_url is not None and listen is None:
             return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
-        if settings.mqtt_endpoint == "amqtt":
-            return EmbeddedBroker(link, listen or settings.mqtt_listen, settings)
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)
 
     return DeviceLink(runtime, make_broker)

@@ -106,7 +106,7 @@ class _Session:
 
 
 class DeviceEndpoint:
-    """The link's own listener for devices, the default (contract §9); a ``ports.Broker``."""
+    """The link's own listener for devices (contract §9); a ``ports.Broker``."""
 
     devices_outlive_link = False
     checks_secrets = False  # the link closes a rotated secret's connection

@@ -1,1 +1,0 @@
-"""The embedded broker adapter: amqtt, with our limits in front of it."""
