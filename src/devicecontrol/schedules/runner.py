@@ -1,0 +1,133 @@
+"""Firing schedules: every ``serve`` process runs ``fire_schedules_periodically``.
+
+Each firing is claimed in the database (``repository.claim_firing``), in the transaction
+that makes its command, so it happens exactly once whatever the number of processes, and
+across restarts: a firing that was due while no process ran is found at start-up, fired if
+it is at most ``DEVICECONTROL_SCHEDULE_GRACE`` seconds late, else skipped and counted. A
+process sleeps until the earliest firing it knows of, and looks again at least every
+``DEVICECONTROL_SCHEDULE_CHECK`` seconds for schedules other processes wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Row
+
+from devicecontrol import automations
+from devicecontrol.clock import utcnow
+from devicecontrol.devices import commands
+from devicecontrol.errors import TooManyRequests
+from devicecontrol.observability.metrics import SCHEDULE_FIRINGS, SCHEDULE_SKIPS
+from devicecontrol.runtime import Runtime
+from devicecontrol.schedules import repository, service, timing
+
+DUE_BATCH = 100
+FIRED, LATE, TOO_MANY_COMMANDS, NOT_OWNED = "fired", "late", "too_many_commands", "not_owned"
+logger = logging.getLogger("devicecontrol.schedules")
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """What became of one claimed firing: FIRED (with its command) or why it was skipped."""
+
+    schedule_id: int
+    kind: str
+    outcome: str
+    command_id: str | None = None
+
+
+def _command_of(row: Row, kind: str) -> tuple[str, dict]:
+    if kind == timing.START:
+        return row.command_name, automations.stored_fields(row.command_fields)
+    return row.end_command_name, automations.stored_fields(row.end_command_fields)
+
+
+async def fire_one(runtime: Runtime, row: Row, now: datetime) -> Firing | None:
+    """Claim the schedule's due firing and make its command (or skip it, when late past
+    the grace); None when another process claimed it first."""
+    at, kind = row.next_fire_at, row.next_kind
+    found = timing.next_firing(service.timetable(row), timing.as_aware_utc(at), kind)
+    next_at, next_kind = (
+        (None, None) if found is None else (timing.as_naive_utc(found[0]), found[1])
+    )
+    grace = timedelta(seconds=runtime.settings.schedule_grace_s)
+    command = None
+    async with runtime.database.write() as connection:
+        claimed = await repository.claim_firing(
+            connection, row.id, at=at, kind=kind, next_at=next_at, next_kind=next_kind
+        )
+        if not claimed:
+            return None
+        if now - at > grace:
+            outcome = LATE
+        elif (
+            device := await automations.owned_device_now(connection, row.controller_id, row.user_id)
+        ) is None:
+            outcome = NOT_OWNED  # handed over meanwhile: the hand-over deletes it
+        else:
+            name, params = _command_of(row, kind)
+            try:
+                command = await commands.insert_queued(
+                    connection,
+                    device,
+                    name=name,
+                    params=params,
+                    ttl_s=runtime.settings.command_ttl_s,
+                )
+            except TooManyRequests:
+                outcome = TOO_MANY_COMMANDS
+            else:
+                outcome = FIRED
+                await repository.record_firing(
+                    connection, row.id, fired_at=now, command_id=command.public_id
+                )
+    if command is None:
+        SCHEDULE_SKIPS.labels(outcome).inc()
+        logger.info("schedule %d: %s firing of %s skipped (%s)", row.id, kind, at, outcome)
+        return Firing(row.id, kind, outcome)
+    SCHEDULE_FIRINGS.labels(kind).inc()
+    await commands.announce_made(runtime, command)
+    return Firing(row.id, kind, outcome, command.public_id)
+
+
+async def fire_due(runtime: Runtime, now: datetime | None = None) -> list[Firing]:
+    """Fire (or skip) every firing due by ``now``, the missed ones of a long stop included:
+    each claim moves its schedule on to the next firing, until none is due."""
+    now = now or utcnow()
+    done: list[Firing] = []
+    while True:
+        async with runtime.database.read() as connection:
+            rows = await repository.due(connection, now, limit=DUE_BATCH)
+        if not rows:
+            return done
+        for row in rows:
+            firing = await fire_one(runtime, row, now)
+            if firing is not None:
+                done.append(firing)
+
+
+async def seconds_until_next(runtime: Runtime) -> float:
+    """How long this process may sleep: until the earliest firing, at most the check."""
+    async with runtime.database.read() as connection:
+        earliest = await repository.earliest_firing(connection)
+    wait = float(runtime.settings.schedule_check_s)
+    if earliest is not None:
+        wait = min(wait, (earliest - utcnow()).total_seconds())
+    return max(0.05, wait)
+
+
+async def fire_schedules_periodically(runtime: Runtime) -> None:
+    """Fire due schedules until cancelled, from start-up on; failures (a database outage)
+    are logged and retried at the next check, never fatal."""
+    while True:
+        wait = float(runtime.settings.schedule_check_s)
+        try:
+            await fire_due(runtime)
+            wait = await seconds_until_next(runtime)
+        except Exception:
+            logger.warning("firing schedules failed; retrying in %.0f s", wait, exc_info=True)
+        await asyncio.sleep(wait)
