@@ -21,14 +21,16 @@ from devicecontrol.errors import FieldError, InvalidFields
 from devicecontrol.tables import controllers
 
 MAX_FIELDS_TEXT = 4096  # a command's fields as JSON text, as a device's payload is bounded
-_ID = re.compile(r"[1-9][0-9]{0,17}")  # ASCII digits; within a signed 64-bit integer
+_ID = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits, no leading zero
+MAX_ID = 2**31 - 1  # the id columns are INTEGER: 32 bits on PostgreSQL
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
 def parse_id(text: str) -> int | None:
     """A path's numeric id, or None when it cannot name a row (the caller answers 404)."""
-    return int(text) if _ID.fullmatch(text) else None
+    number = int(text) if _ID.fullmatch(text) else None
+    return number if number is not None and number <= MAX_ID else None
 
 
 def command_fields(body: dict[str, Any], field: str, errors: list[FieldError]) -> dict[str, Any]:

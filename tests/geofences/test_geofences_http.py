@@ -88,7 +88,7 @@ async def test_another_accounts_geofence_and_controller_are_404(client, ana, run
                            ("POST", "/enter"), ("POST", "/exit")):  # fmt: skip
         response = await client.request(method, path + suffix, headers=bob, json={})
         assert_problem(response, 404)
-    for unknown in ("999999", "abc", "0", "1.0"):
+    for unknown in ("999999", "abc", "0", "1.0", "01", "2147483648", "892360146525868338"):
         assert_problem(await client.get(f"{GEOFENCES}/{unknown}", headers=ana), 404)
     assert_problem(await client.post(GEOFENCES, json=PLUG_FENCE, headers=bob), 404)
     assert await command_rows(runtime, "PLUG1") == []

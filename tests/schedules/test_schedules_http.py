@@ -87,7 +87,7 @@ async def test_another_accounts_controller_and_schedules_are_404(client, ana, ru
     assert_problem(await client.post(SCHEDULES, json=BODY, headers=bob), 404)
     # the id of her schedule under his own controller is no schedule of his either
     assert_problem(await client.get(f"{SCHEDULES}/BOBS/{schedule['id']}", headers=bob), 404)
-    for unknown in ("999", "x", "0", "-1"):
+    for unknown in ("999", "x", "0", "-1", "2147483648", "99999999999999999999"):
         assert_problem(await client.get(f"{SCHEDULES}/PLUG1/{unknown}", headers=ana), 404)
     assert_problem(await client.get(f"{SCHEDULES}/NOPE", headers=ana), 404)
 

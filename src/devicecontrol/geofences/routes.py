@@ -34,7 +34,7 @@ GeofenceId = Annotated[
     str,
     PathParameter(
         description="The geofence's `id`; anything else is an unknown geofence.",
-        schema_extra={"pattern": "^[1-9][0-9]{0,17}$"},
+        schema_extra={"pattern": "^[1-9][0-9]{0,9}$"},
     ),
 ]
 _404 = "No such geofence among the caller's (unknown, another account's, or not an id)."

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import automations
 from devicecontrol.bodies import check_string_fields
@@ -62,7 +63,9 @@ async def get_geofence(runtime: Runtime, user_id: int, geofence_id: str) -> Row:
     raise _not_found(geofence_id)
 
 
-def _number(body: dict[str, Any], field: str, low: float, high: float, errors: list) -> Any:
+def _number(
+    body: dict[str, Any], field: str, low: float, high: float, errors: list[FieldError]
+) -> Any:
     value = body.get(field)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         errors.append(FieldError(field, f"is required, a number from {low:g} to {high:g}"))
@@ -109,7 +112,7 @@ def _values(device_type: str, body: dict[str, Any]) -> dict[str, Any]:
 async def create_geofence(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row:
     """A geofence of the caller's controller (``controller_id``, its serial number)."""
     check_string_fields(body, ("controller_id",))
-    device = await _owned_controller(runtime, user_id, body["controller_id"])
+    device = await commands.owned_device(runtime, user_id, body["controller_id"])
     values = _values(device.type, body)
     async with runtime.database.write() as connection:
         new_id = await repository.insert_geofence(
@@ -124,14 +127,7 @@ async def create_geofence(runtime: Runtime, user_id: int, body: dict[str, Any]) 
         return await _reread(connection, user_id, new_id)
 
 
-async def _owned_controller(runtime: Runtime, user_id: int, serial: str) -> commands.OwnedDevice:
-    try:
-        return await commands.owned_device(runtime, user_id, serial)
-    except NotFound as missing:  # named in the body: it is the body's field that is wrong
-        raise NotFound(missing.detail) from None
-
-
-async def _reread(connection: Any, user_id: int, geofence_id: int) -> Row:
+async def _reread(connection: AsyncConnection, user_id: int, geofence_id: int) -> Row:
     row = await repository.find_owned(connection, user_id, geofence_id)
     assert row is not None  # written in this transaction
     return row

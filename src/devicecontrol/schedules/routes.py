@@ -32,7 +32,7 @@ ScheduleId = Annotated[
     str,
     PathParameter(
         description="The schedule's `id`; anything else is an unknown schedule.",
-        schema_extra={"pattern": "^[1-9][0-9]{0,17}$"},
+        schema_extra={"pattern": "^[1-9][0-9]{0,9}$"},
     ),
 ]
 _404 = (

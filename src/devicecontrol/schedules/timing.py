@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 START, END = "start", "end"  # the command at from_time, the end command at to_time
 _KIND_ORDER = {START: 0, END: 1}
@@ -35,13 +36,20 @@ def is_days(text: str) -> bool:
     return bool(_DAYS.fullmatch(text))
 
 
+@cache
+def _iana_names() -> frozenset[str]:
+    """The zone names of the database (the system's, else tzdata's), read once (0.1 s):
+    not the leap-second ``right/`` and ``posix/`` copies, nor this machine's ``localtime``."""
+    return frozenset(available_timezones() - {"localtime"})
+
+
 def zone(name: str) -> ZoneInfo | None:
-    """The IANA zone of that name (from the system's database or the tzdata package)."""
-    if not name or len(name) > MAX_ZONE_NAME or "\x00" in name:
+    """The IANA zone of that name, or None."""
+    if not name or len(name) > MAX_ZONE_NAME or name not in _iana_names():
         return None
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # listed, yet unreadable
         return None
 
 
