@@ -67,7 +67,9 @@ def _number(
     body: dict[str, Any], field: str, low: float, high: float, errors: list[FieldError]
 ) -> Any:
     value = body.get(field)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # an int is compared as it is: a 400-digit one would overflow math.isfinite
+    infinite = isinstance(value, float) and not math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or infinite:
         errors.append(FieldError(field, f"is required, a number from {low:g} to {high:g}"))
     elif not low <= value <= high:
         errors.append(FieldError(field, f"must be from {low:g} to {high:g}"))
