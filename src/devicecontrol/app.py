@@ -146,10 +146,14 @@ async def reject_encoded_slash(request: Request) -> None:
         raise NotFound("No such resource.")
 
 
-def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> Litestar:
+def create_app(
+    settings: Settings | None = None, *, hot_reads: bool = True, schedule_runner: bool = True
+) -> Litestar:
     """The service on one database; the engine is disposed of at shutdown.
 
     ``hot_reads=False`` leaves every request to Litestar: tests compare the two lanes.
+    ``schedule_runner=False``: no background firing of schedules (in-process tests call
+    the runner themselves, and count the connections the app holds).
     """
     runtime = Runtime.from_settings(settings or load_settings())
     logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
@@ -173,7 +177,7 @@ def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> L
                 await task
 
     @contextlib.asynccontextmanager
-    async def schedule_runner(_: Litestar) -> AsyncIterator[None]:
+    async def run_schedules(_: Litestar) -> AsyncIterator[None]:
         task = asyncio.create_task(fire_schedules_periodically(runtime))
         try:
             yield
@@ -198,7 +202,11 @@ def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> L
         compression_config=COMPRESSION,
         request_max_body_size=MAX_BODY_BYTES,
         openapi_config=openapi_config(),
-        lifespan=[scheduled_purge, schedule_runner, sampled_pools],
+        lifespan=[
+            scheduled_purge,
+            *([run_schedules] if schedule_runner else []),
+            sampled_pools,
+        ],
         on_shutdown=[runtime.close],
         # logging is set up by `serve` (observability/logs.py), not by each app
         logging_config=None,
