@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import automations
 from devicecontrol.clock import utcnow
@@ -46,46 +47,48 @@ def _command_of(row: Row, kind: str) -> tuple[str, dict]:
     return row.end_command_name, automations.stored_fields(row.end_command_fields)
 
 
+def _following(row: Row) -> tuple[datetime | None, str | None]:
+    """The firing after the one due (naive UTC, kind), or none."""
+    found = timing.next_firing(
+        service.timetable(row), timing.as_aware_utc(row.next_fire_at), row.next_kind
+    )
+    return (None, None) if found is None else (timing.as_naive_utc(found[0]), found[1])
+
+
+async def _make_command(
+    runtime: Runtime, connection: AsyncConnection, row: Row, now: datetime
+) -> tuple[str, Row | None]:
+    """In the claim's transaction: the firing's command, or why there is none."""
+    if now - row.next_fire_at > timedelta(seconds=runtime.settings.schedule_grace_s):
+        return LATE, None
+    device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
+    if device is None:  # handed over as it fired: the hand-over deletes the schedule
+        return NOT_OWNED, None
+    name, params = _command_of(row, row.next_kind)
+    ttl_s = runtime.settings.command_ttl_s
+    try:
+        command = await commands.insert_queued(
+            connection, device, name=name, params=params, ttl_s=ttl_s
+        )
+    except TooManyRequests:
+        return TOO_MANY_COMMANDS, None
+    await repository.record_firing(connection, row.id, fired_at=now, command_id=command.public_id)
+    return FIRED, command
+
+
 async def fire_one(runtime: Runtime, row: Row, now: datetime) -> Firing | None:
     """Claim the schedule's due firing and make its command (or skip it, when late past
     the grace); None when another process claimed it first."""
     at, kind = row.next_fire_at, row.next_kind
-    found = timing.next_firing(service.timetable(row), timing.as_aware_utc(at), kind)
-    next_at, next_kind = (
-        (None, None) if found is None else (timing.as_naive_utc(found[0]), found[1])
-    )
-    grace = timedelta(seconds=runtime.settings.schedule_grace_s)
-    command = None
+    next_at, next_kind = _following(row)
     async with runtime.database.write() as connection:
         claimed = await repository.claim_firing(
             connection, row.id, at=at, kind=kind, next_at=next_at, next_kind=next_kind
         )
         if not claimed:
             return None
-        if now - at > grace:
-            outcome = LATE
-        elif (
-            device := await automations.owned_device_now(connection, row.controller_id, row.user_id)
-        ) is None:
-            outcome = NOT_OWNED  # handed over meanwhile: the hand-over deletes it
-        else:
-            name, params = _command_of(row, kind)
-            try:
-                command = await commands.insert_queued(
-                    connection,
-                    device,
-                    name=name,
-                    params=params,
-                    ttl_s=runtime.settings.command_ttl_s,
-                )
-            except TooManyRequests:
-                outcome = TOO_MANY_COMMANDS
-            else:
-                outcome = FIRED
-                await repository.record_firing(
-                    connection, row.id, fired_at=now, command_id=command.public_id
-                )
-    if command is None:
+        outcome, command = await _make_command(runtime, connection, row, now)
+    if command is None:  # counted once the claim is committed
         SCHEDULE_SKIPS.labels(outcome).inc()
         logger.info("schedule %d: %s firing of %s skipped (%s)", row.id, kind, at, outcome)
         return Firing(row.id, kind, outcome)
