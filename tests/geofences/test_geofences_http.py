@@ -3,12 +3,13 @@ written, and a command only on a crossing (with hysteresis) or a direct enter/ex
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from devicecontrol.geofences.service import distance_m, inside_after
-from tests.controllers.helpers import assert_problem
+from tests.controllers.helpers import assert_problem, concurrent_client
 from tests.devices.helpers import ANA, BOB, command_rows
 from tests.factories import logged_in_user, make_controller
 
@@ -248,3 +249,17 @@ async def test_a_melissa_geofence_checks_the_full_catalogue(client, runtime):
     refused = assert_problem(await client.post(GEOFENCES, json=missing, headers=ana), 400)
     fields = {e["field"] for e in refused["errors"]}
     assert fields == {f"enter_command_fields.{name}" for name in ("mode", "temp", "fan")}
+
+
+async def test_racing_reports_of_one_crossing_fire_one_command(client, ana, runtime, settings):
+    fence = await make_fence(client, ana)
+    await location(client, ana, fence["id"], 1000)
+    path = f"{GEOFENCES}/{fence['id']}/location"
+    async with concurrent_client(settings) as http:
+        answers = await asyncio.gather(
+            *(http.post(path, json=north(10), headers=ana) for _ in range(6))
+        )
+    assert all(answer.status_code == 200 for answer in answers), [a.text for a in answers]
+    fired = [a.json()["command"] for a in answers if a.json()["command"] is not None]
+    assert len(fired) == 1
+    assert [c.public_id for c in await command_rows(runtime, "PLUG1")] == [fired[0]["id"]]
