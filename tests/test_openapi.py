@@ -6,9 +6,11 @@ responses against it; tests/e2e/test_schemathesis.py fuzzes a real server with i
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import schemathesis
 from litestar.routes import HTTPRoute
@@ -16,6 +18,7 @@ from litestar.testing import AsyncTestClient
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
+from devicecontrol.openapi import served_document
 from tests.devices.helpers import make_commands, report
 from tests.factories import (
     CLIENT_ID,
@@ -78,6 +81,19 @@ TOKEN_FIELDS = {
     "/v1/auth/revoke": ({"client_id", "client_secret", "token"}, {"token_type_hint"}),
 }
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The served document (``GET /openapi.json``'s bytes), built once for the module's
+    checks of the document alone: it is the same on every backend, and building it makes
+    no query (a client and a database per check cost about a second each)."""
+    unused = tmp_path_factory.mktemp("openapi") / "never-opened.db"
+    app = create_app(Settings(database_url=f"sqlite:///{unused}"), schedule_runner=False)
+    try:
+        return msgspec.json.decode(served_document(app))
+    finally:
+        asyncio.run(app.state.runtime.close())
 
 
 async def fetch_document(client: AsyncTestClient) -> dict[str, Any]:
@@ -149,8 +165,7 @@ async def test_every_route_is_documented_once_under_v1_without_unprefixed_twins(
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(EXPECTED_STATUSES))
-async def test_each_operation_documents_hal_success_and_problem_errors(client, method, path):
-    document = await fetch_document(client)
+def test_each_operation_documents_hal_success_and_problem_errors(document, method, path):
     operation = operations(document)[(method, path)]
     responses = {int(status): response for status, response in operation["responses"].items()}
     assert set(responses) == EXPECTED_STATUSES[(method, path)]
@@ -175,8 +190,8 @@ async def test_each_operation_documents_hal_success_and_problem_errors(client, m
             assert headers["Retry-After"]["schema"] == {"type": "integer", "minimum": 1}
 
 
-async def test_the_problem_schema_is_rfc_9457_with_field_errors_and_oauth_codes(client):
-    schemas = (await fetch_document(client))["components"]["schemas"]
+def test_the_problem_schema_is_rfc_9457_with_field_errors_and_oauth_codes(document):
+    schemas = document["components"]["schemas"]
     problem = schemas["Problem"]
     assert problem["properties"]["type"]["const"] == "about:blank"
     assert problem["properties"]["status"]["minimum"] == 400
@@ -196,8 +211,7 @@ async def test_the_problem_schema_is_rfc_9457_with_field_errors_and_oauth_codes(
 
 
 @pytest.mark.parametrize("path", sorted(TOKEN_FIELDS))
-async def test_token_endpoints_document_json_and_form_bodies_and_client_auth(client, path):
-    document = await fetch_document(client)
+def test_token_endpoints_document_json_and_form_bodies_and_client_auth(document, path):
     operation = document["paths"][path]["post"]
     body = operation["requestBody"]
     assert body["required"] is True
@@ -230,8 +244,7 @@ async def test_token_endpoints_document_json_and_form_bodies_and_client_auth(cli
     assert challenge["const"] == 'Basic realm="devicecontrol"'
 
 
-async def test_protected_operations_need_a_bearer_token(client):
-    document = await fetch_document(client)
+def test_protected_operations_need_a_bearer_token(document):
     assert document["components"]["securitySchemes"]["bearerToken"]["scheme"] == "bearer"
     for (_, path), operation in operations(document).items():
         if not path.startswith("/v1/auth/"):
@@ -240,8 +253,7 @@ async def test_protected_operations_need_a_bearer_token(client):
             assert "realm" in challenge["schema"]["pattern"], path
 
 
-async def test_controller_bodies_path_and_query_parameters_are_documented(client):
-    document = await fetch_document(client)
+def test_controller_bodies_path_and_query_parameters_are_documented(document):
     ops = operations(document)
     assign = ops[("post", f"{SN}/assign")]["requestBody"]
     assert assign["required"] is False and set(assign["content"]) == {JSON}
@@ -271,8 +283,8 @@ async def test_controller_bodies_path_and_query_parameters_are_documented(client
     assert (listing["type"]["type"], listing["mac"]["type"]) == ("string", "string")
 
 
-async def test_device_bodies_and_parameters_are_documented(client):
-    ops = operations(await fetch_document(client))
+def test_device_bodies_and_parameters_are_documented(document):
+    ops = operations(document)
     send = ops[("post", "/v1/provider/send")]["requestBody"]["content"][JSON]["schema"]
     assert set(send["required"]) == {"serial_number", "command"}
     assert {"state", "mode", "temp", "fan", "time"} <= set(send["properties"])
