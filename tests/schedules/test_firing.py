@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import replace
 
 import pytest
 
+from devicecontrol.config import Settings
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules import runner
 from tests.devices.helpers import ANA, command_rows, make_commands
@@ -162,3 +164,22 @@ async def test_a_controller_with_100_unfinished_commands_skips_the_firing(runtim
         await make_schedule(runtime, ana, from_time="07:00", time_zone="UTC")
         clock.advance(60)
         assert [f.outcome for f in await runner.fire_due(runtime)] == [runner.TOO_MANY_COMMANDS]
+
+
+async def test_a_database_outage_is_logged_once_without_a_traceback(tmp_path, caplog):
+    unreachable = Settings(database_url=f"sqlite:///{tmp_path}/no/such/dir/x.db")
+    runtime = Runtime.from_settings(replace(unreachable, schedule_check_s=1))
+    caplog.set_level(logging.INFO, logger="devicecontrol.schedules")
+    task = asyncio.create_task(runner.fire_schedules_periodically(runtime))
+    try:
+        await asyncio.sleep(1.2)  # two attempts, a check apart
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await runtime.close()
+    records = [r for r in caplog.records if r.name == "devicecontrol.schedules"]
+    assert [r.getMessage() for r in records] == [
+        "database unavailable: schedules wait for it (OperationalError)"
+    ]
+    assert records[0].exc_info is None

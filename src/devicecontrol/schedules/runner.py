@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol import automations
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import commands
-from devicecontrol.errors import TooManyRequests
+from devicecontrol.errors import TooManyRequests, is_database_outage
 from devicecontrol.observability.metrics import SCHEDULE_FIRINGS, SCHEDULE_SKIPS
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules import repository, service, timing
@@ -124,13 +124,25 @@ async def seconds_until_next(runtime: Runtime) -> float:
 
 
 async def fire_schedules_periodically(runtime: Runtime) -> None:
-    """Fire due schedules until cancelled, from start-up on; failures (a database outage)
-    are logged and retried at the next check, never fatal."""
+    """Fire due schedules until cancelled, from start-up on. A failure is retried at the
+    next check, never fatal; a database outage is logged once, without a traceback (it is
+    no bug), and its end once."""
+    failing = False
     while True:
         wait = float(runtime.settings.schedule_check_s)
         try:
             await fire_due(runtime)
             wait = await seconds_until_next(runtime)
-        except Exception:
-            logger.warning("firing schedules failed; retrying in %.0f s", wait, exc_info=True)
+        except Exception as exc:
+            if not is_database_outage(exc):
+                logger.error("firing schedules failed; retrying in %.0f s", wait, exc_info=exc)
+            elif not failing:
+                logger.warning(
+                    "database unavailable: schedules wait for it (%s)", type(exc).__name__
+                )
+            failing = True
+        else:
+            if failing:
+                logger.info("database back: schedules fire again")
+            failing = False
         await asyncio.sleep(wait)
