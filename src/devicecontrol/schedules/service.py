@@ -146,8 +146,12 @@ async def create_schedule(runtime: Runtime, user_id: int, body: dict[str, Any]) 
     """A schedule of the caller's controller (``controller_id``, its serial number)."""
     check_string_fields(body, ("controller_id",))
     device = await commands.owned_device(runtime, user_id, body["controller_id"])
+    default_zone = NO_PROFILE_ZONE
+    if body.get("time_zone") is None:
+        async with runtime.database.read() as connection:
+            default_zone = await _default_zone(connection, user_id)
+    values = _values(device.type, body, default_zone)  # checked before the write begins
     async with runtime.database.write() as connection:
-        values = _values(device.type, body, await _default_zone(connection, user_id))
         new_id = await repository.insert_schedule(
             connection,
             {
@@ -186,8 +190,8 @@ async def update_schedule(runtime: Runtime, row: Row, body: dict[str, Any]) -> R
     changed = {k: v for k, v in body.items() if v is not None or k in nullable}
     if changed.get("end_command_name") is None and "end_command_name" in changed:
         changed["end_command_fields"] = None
+    values = _values(row.controller_type, {**_as_body(row), **changed}, row.time_zone)
     async with runtime.database.write() as connection:
-        values = _values(row.controller_type, {**_as_body(row), **changed}, row.time_zone)
         if not await repository.update_schedule(connection, row.id, values):
             raise _not_found(row.serial_number, str(row.id))  # deleted meanwhile
         changed_row = await repository.find_owned(
