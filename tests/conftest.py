@@ -293,10 +293,6 @@ async def runtime(settings: Settings) -> AsyncIterator[Runtime]:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
-    """The real app over HTTP semantics (ASGI in-process), on this test's database.
-
-    Without the schedule runner: its queries would race the tests that count connections;
-    tests/schedules call it themselves, and `serve` runs it (tests/e2e/test_schedules_serve.py).
-    """
-    async with AsyncTestClient(app=create_app(settings, schedule_runner=False)) as test_client:
+    """The real app over HTTP semantics (ASGI in-process), on this test's database."""
+    async with AsyncTestClient(app=create_app(settings)) as test_client:
         yield test_client

@@ -89,7 +89,7 @@ def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     checks of the document alone: it is the same on every backend, and building it makes
     no query (a client and a database per check cost about a second each)."""
     unused = tmp_path_factory.mktemp("openapi") / "never-opened.db"
-    app = create_app(Settings(database_url=f"sqlite:///{unused}"), schedule_runner=False)
+    app = create_app(Settings(database_url=f"sqlite:///{unused}"))
     try:
         return msgspec.json.decode(served_document(app))
     finally:

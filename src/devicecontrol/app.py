@@ -147,13 +147,14 @@ async def reject_encoded_slash(request: Request) -> None:
 
 
 def create_app(
-    settings: Settings | None = None, *, hot_reads: bool = True, schedule_runner: bool = True
+    settings: Settings | None = None, *, hot_reads: bool = True, schedule_runner: bool = False
 ) -> Litestar:
     """The service on one database; the engine is disposed of at shutdown.
 
     ``hot_reads=False`` leaves every request to Litestar: tests compare the two lanes.
-    ``schedule_runner=False``: no background firing of schedules (in-process tests call
-    the runner themselves, and count the connections the app holds).
+    ``schedule_runner=True`` fires schedules in the background (schedules/runner.py), as
+    every ``serve`` process does; in-process apps (tests) leave it to the tests, whose
+    statement counts and logs it would otherwise join at random moments.
     """
     runtime = Runtime.from_settings(settings or load_settings())
     logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
@@ -233,4 +234,4 @@ def create_app_from_environment() -> Litestar:
             "guess; for test suites only, never in production",
             settings.password_hashing,
         )
-    return create_app(settings)
+    return create_app(settings, schedule_runner=True)

@@ -8,12 +8,18 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy import update
 
+from devicecontrol.app import create_app
+from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules import runner
+from devicecontrol.tables import schedules
 from tests.devices.helpers import ANA, command_rows, make_commands
 from tests.factories import make_controller, make_user
 from tests.schedules.helpers import (
@@ -183,3 +189,21 @@ async def test_a_database_outage_is_logged_once_without_a_traceback(tmp_path, ca
         "database unavailable: schedules wait for it (OperationalError)"
     ]
     assert records[0].exc_info is None
+
+
+async def test_the_app_of_serve_fires_due_schedules_from_start_up(runtime, ana, settings):
+    """create_app(schedule_runner=True) is what every serve process runs (in-process apps
+    of the tests leave firing to the tests)."""
+    schedule = await make_schedule(runtime, ana, from_time="07:00", time_zone="UTC")
+    async with runtime.database.write() as connection:  # missed a minute ago: within grace
+        await connection.execute(
+            update(schedules)
+            .where(schedules.c.id == schedule.id)
+            .values(next_fire_at=utcnow() - timedelta(minutes=1))
+        )
+    async with AsyncTestClient(app=create_app(settings, schedule_runner=True)):
+        for _ in range(100):
+            if await command_rows(runtime, "PLUG1"):
+                break
+            await asyncio.sleep(0.02)
+    assert len(await command_rows(runtime, "PLUG1")) == 1
