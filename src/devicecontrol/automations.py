@@ -18,7 +18,7 @@ from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
 from devicecontrol.errors import FieldError, InvalidFields
-from devicecontrol.tables import controllers
+from devicecontrol.tables import controllers, users
 
 MAX_FIELDS_TEXT = 4096  # a command's fields as JSON text, as a device's payload is bounded
 _ID = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits, no leading zero
@@ -96,14 +96,23 @@ def stored_fields(stored: str | None) -> dict[str, Any]:
 async def owned_device_now(
     connection: AsyncConnection, controller_id: int, user_id: int
 ) -> OwnedDevice | None:
-    """The controller if ``user_id`` owns it now, read in the caller's transaction: what an
-    automation fires belongs to the ownership in force when it fires."""
-    query = select(
-        controllers.c.id,
-        controllers.c.type,
-        controllers.c.online,
-        ACTIVE_ASSIGNMENT.label("assignment_id"),
-    ).where(controllers.c.id == controller_id, controllers.c.user_id == user_id)
+    """The controller if ``user_id`` owns it now and their account is active, read in the
+    caller's transaction: what an automation fires belongs to the ownership in force when
+    it fires, and a disabled account's automations fire nothing."""
+    query = (
+        select(
+            controllers.c.id,
+            controllers.c.type,
+            controllers.c.online,
+            ACTIVE_ASSIGNMENT.label("assignment_id"),
+        )
+        .join(users, users.c.id == controllers.c.user_id)
+        .where(
+            controllers.c.id == controller_id,
+            controllers.c.user_id == user_id,
+            users.c.disabled_at.is_(None),
+        )
+    )
     row = (await connection.execute(query)).first()
     if row is None or row.assignment_id is None:
         return None

@@ -20,6 +20,7 @@ from devicecontrol.config import Settings
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules import runner
 from devicecontrol.tables import schedules
+from devicecontrol.users.service import disable_user
 from tests.devices.helpers import ANA, command_rows, make_commands
 from tests.factories import make_controller, make_user
 from tests.schedules.helpers import (
@@ -207,3 +208,12 @@ async def test_the_app_of_serve_fires_due_schedules_from_start_up(runtime, ana, 
                 break
             await asyncio.sleep(0.02)
     assert len(await command_rows(runtime, "PLUG1")) == 1
+
+
+async def test_a_disabled_accounts_schedule_fires_nothing(runtime, ana):
+    with clock_at(2026, 11, 23, 6, 59) as clock:
+        await make_schedule(runtime, ana, from_time="07:00", time_zone="UTC")
+        await disable_user(runtime, ANA)
+        clock.advance(60)
+        assert [f.outcome for f in await runner.fire_due(runtime)] == [runner.NOT_OWNED]
+        assert await command_rows(runtime, "PLUG1") == []

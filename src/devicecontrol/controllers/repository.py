@@ -242,10 +242,9 @@ async def release_if_owned(connection: AsyncConnection, controller_id: int, user
 
 
 async def delete_automations(connection: AsyncConnection, controller_id: int) -> None:
-    """The controller's geofences and schedules (contract §12): a hand-over or release takes
-    them from the previous owner, in its own transaction. Before the commands are failed:
-    a schedule firing at that moment holds its row until it commits, so its command is
-    there to be failed."""
+    """Delete the controller's geofences and schedules (contract §12), in the transaction of
+    a hand-over or release. Call it before the commands are failed: a schedule firing at
+    that moment holds its row until it commits, so its command is there to be failed."""
     for table in (geofences, schedules):
         await connection.execute(delete(table).where(table.c.controller_id == controller_id))
 

@@ -136,7 +136,7 @@ SCHEDULE_SKIPS = Counter(
     "devicecontrol_schedule_skips",
     "Schedule firings skipped, by reason: late (missed by more than DEVICECONTROL_SCHEDULE_"
     "GRACE while no process ran), too_many_commands (the controller had 100 unfinished), "
-    "not_owned (handed over as it fired).",
+    "not_owned (handed over as it fired, or the owner's account is disabled).",
     ["reason"],
 )
 

@@ -62,7 +62,7 @@ async def _make_command(
     if now - row.next_fire_at > timedelta(seconds=runtime.settings.schedule_grace_s):
         return LATE, None
     device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
-    if device is None:  # handed over as it fired: the hand-over deletes the schedule
+    if device is None:  # handed over as it fired (which deletes it), or the owner disabled
         return NOT_OWNED, None
     name, params = _command_of(row, row.next_kind)
     ttl_s = runtime.settings.command_ttl_s
