@@ -98,7 +98,13 @@ async def owned_device_now(
 ) -> OwnedDevice | None:
     """The controller if ``user_id`` owns it now and their account is active, read in the
     caller's transaction: what an automation fires belongs to the ownership in force when
-    it fires, and a disabled account's automations fire nothing."""
+    it fires, and a disabled account's automations fire nothing.
+
+    Call it first in that transaction: it holds the controller row (``FOR SHARE`` on
+    PostgreSQL) so that the transaction takes its locks in a hand-over's order, controller
+    then automation. Locking the automation's row first deadlocked with a hand-over (its
+    ``FOR UPDATE`` of the controller, then the delete of the automations).
+    """
     query = (
         select(
             controllers.c.id,
@@ -112,6 +118,7 @@ async def owned_device_now(
             controllers.c.user_id == user_id,
             users.c.disabled_at.is_(None),
         )
+        .with_for_update(read=True, of=controllers)
     )
     row = (await connection.execute(query)).first()
     if row is None or row.assignment_id is None:

@@ -8,10 +8,15 @@ import json
 
 import pytest
 
+from devicecontrol.controllers.service import reassign_controller
+from devicecontrol.errors import NotFound
+from devicecontrol.geofences import service as geofences
 from devicecontrol.geofences.service import distance_m, inside_after
+from devicecontrol.users.identity import username_key
+from devicecontrol.users.repository import find_active_user_id
 from tests.controllers.helpers import assert_problem, concurrent_client
 from tests.devices.helpers import ANA, BOB, command_rows
-from tests.factories import logged_in_user, make_controller
+from tests.factories import logged_in_user, make_controller, make_user
 
 GEOFENCES = "/v1/geofences"
 HOME = {"latitude": 42.6977, "longitude": 23.3219}  # Sofia
@@ -263,3 +268,22 @@ async def test_racing_reports_of_one_crossing_fire_one_command(client, ana, runt
     fired = [a.json()["command"] for a in answers if a.json()["command"] is not None]
     assert len(fired) == 1
     assert [c.public_id for c in await command_rows(runtime, "PLUG1")] == [fired[0]["id"]]
+
+
+async def test_a_crossing_racing_a_hand_over_leaves_no_command_of_the_old_owner(runtime, ana):
+    """Whichever wins, the hand-over fails what the crossing made, or the crossing finds
+    its geofence gone (404): nothing of the previous ownership stays queued."""
+    async with runtime.database.read() as connection:
+        ana_id = await find_active_user_id(connection, username_key(ANA))
+    bob_id = await make_user(runtime, BOB)
+    rounds = [(ana_id, BOB), (bob_id, ANA)] * 3
+    for owner_id, successor in rounds:
+        row = await geofences.create_geofence(runtime, owner_id, PLUG_FENCE)
+        outcomes = await asyncio.gather(
+            geofences.cross(runtime, row, entering=True),
+            reassign_controller(runtime, owner_id, "PLUG1", new_owner=successor),
+            return_exceptions=True,
+        )
+        assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, NotFound)]
+    statuses = [c.status for c in await command_rows(runtime, "PLUG1")]
+    assert "queued" not in statuses, statuses

@@ -17,11 +17,14 @@ from sqlalchemy import update
 from devicecontrol.app import create_app
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
+from devicecontrol.controllers.service import reassign_controller
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules import runner
 from devicecontrol.tables import schedules
+from devicecontrol.users.identity import username_key
+from devicecontrol.users.repository import find_active_user_id
 from devicecontrol.users.service import disable_user
-from tests.devices.helpers import ANA, command_rows, make_commands
+from tests.devices.helpers import ANA, BOB, command_rows, make_commands
 from tests.factories import make_controller, make_user
 from tests.schedules.helpers import (
     PLUG_OFF,
@@ -217,3 +220,36 @@ async def test_a_disabled_accounts_schedule_fires_nothing(runtime, ana):
         clock.advance(60)
         assert [f.outcome for f in await runner.fire_due(runtime)] == [runner.NOT_OWNED]
         assert await command_rows(runtime, "PLUG1") == []
+
+
+async def test_a_firing_racing_a_hand_over_leaves_no_command_of_the_old_owner(
+    runtime, ana, settings
+):
+    """Whichever wins, the hand-over fails what the firing made (or the firing finds its
+    schedule gone): nothing of the previous ownership stays queued."""
+    await make_user(runtime, BOB)
+    owners = [(ANA, BOB), (BOB, ANA)]
+    other = Runtime.from_settings(settings)
+    try:
+        with clock_at(2026, 11, 23, 6, 59) as clock:
+            for round_ in range(6):
+                owner, successor = owners[round_ % 2]
+                owner_id = await _user_id(runtime, owner)
+                await make_schedule(runtime, owner_id, from_time="07:00", time_zone="UTC")
+                clock.advance(60)
+                await asyncio.gather(
+                    runner.fire_due(other),
+                    reassign_controller(runtime, owner_id, "PLUG1", new_owner=successor),
+                )
+                clock.advance(86400 - 60)
+        statuses = [c.status for c in await command_rows(runtime, "PLUG1")]
+        assert "queued" not in statuses, statuses
+    finally:
+        await other.close()
+
+
+async def _user_id(runtime: Runtime, email: str) -> int:
+    async with runtime.database.read() as connection:
+        found = await find_active_user_id(connection, username_key(email))
+    assert found is not None
+    return found

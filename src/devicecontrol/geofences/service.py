@@ -211,6 +211,10 @@ async def _move(runtime: Runtime, row: Row, inside: bool, *, direct: bool) -> Cr
     the command in the same transaction: of two racing reports of one crossing, one fires."""
     side = "enter" if inside else "exit"
     async with runtime.database.write() as connection:
+        # the controller first, as a hand-over locks it (automations.owned_device_now)
+        device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
+        if device is None:  # handed over meanwhile: its geofences went with it
+            raise _not_found(str(row.id))
         if direct:
             await repository.update_geofence(connection, row.user_id, row.id, {"inside": inside})
             fires = True
@@ -219,9 +223,6 @@ async def _move(runtime: Runtime, row: Row, inside: bool, *, direct: bool) -> Cr
             fires = moved and row.inside is not None and row.inside != inside
         if not (fires and row.active):
             return Crossing(inside, None)
-        device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
-        if device is None:  # handed over meanwhile: its geofences are going with it
-            raise _not_found(str(row.id))
         command = await commands.insert_queued(
             connection,
             device,

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol import automations
 from devicecontrol.clock import utcnow
 from devicecontrol.devices import commands
+from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.errors import TooManyRequests, is_database_outage
 from devicecontrol.observability.metrics import SCHEDULE_FIRINGS, SCHEDULE_SKIPS
 from devicecontrol.runtime import Runtime
@@ -56,12 +57,15 @@ def _following(row: Row) -> tuple[datetime | None, str | None]:
 
 
 async def _make_command(
-    runtime: Runtime, connection: AsyncConnection, row: Row, now: datetime
+    runtime: Runtime,
+    connection: AsyncConnection,
+    row: Row,
+    device: OwnedDevice | None,
+    now: datetime,
 ) -> tuple[str, Row | None]:
     """In the claim's transaction: the firing's command, or why there is none."""
     if now - row.next_fire_at > timedelta(seconds=runtime.settings.schedule_grace_s):
         return LATE, None
-    device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
     if device is None:  # handed over as it fired (which deletes it), or the owner disabled
         return NOT_OWNED, None
     name, params = _command_of(row, row.next_kind)
@@ -82,12 +86,14 @@ async def fire_one(runtime: Runtime, row: Row, now: datetime) -> Firing | None:
     at, kind = row.next_fire_at, row.next_kind
     next_at, next_kind = _following(row)
     async with runtime.database.write() as connection:
+        # the controller first, as a hand-over locks it (automations.owned_device_now)
+        device = await automations.owned_device_now(connection, row.controller_id, row.user_id)
         claimed = await repository.claim_firing(
             connection, row.id, at=at, kind=kind, next_at=next_at, next_kind=next_kind
         )
         if not claimed:
             return None
-        outcome, command = await _make_command(runtime, connection, row, now)
+        outcome, command = await _make_command(runtime, connection, row, device, now)
     if command is None:  # counted once the claim is committed
         SCHEDULE_SKIPS.labels(outcome).inc()
         logger.info("schedule %d: %s firing of %s skipped (%s)", row.id, kind, at, outcome)
