@@ -14,6 +14,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,7 +43,7 @@ class Firing:
     command_id: str | None = None
 
 
-def _command_of(row: Row, kind: str) -> tuple[str, dict]:
+def _command_of(row: Row, kind: str) -> tuple[str, dict[str, Any]]:
     if kind == timing.START:
         return row.command_name, automations.stored_fields(row.command_fields)
     return row.end_command_name, automations.stored_fields(row.end_command_fields)
