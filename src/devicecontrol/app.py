@@ -27,6 +27,7 @@ from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.devices.asyncapi import asyncapi_json
 from devicecontrol.devices.routes import DevicesController, ProviderController
 from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
+from devicecontrol.geofences.routes import GeofencesController
 from devicecontrol.hot_reads import HotReads
 from devicecontrol.housekeeping import purge_periodically
 from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
@@ -34,6 +35,8 @@ from devicecontrol.observability.metrics import pool_sampling
 from devicecontrol.observability.request_log import RequestObserver
 from devicecontrol.openapi import SECURITY_SCHEMES, ServedDocumentPlugin, openapi_json
 from devicecontrol.runtime import Runtime
+from devicecontrol.schedules.routes import SchedulesController
+from devicecontrol.schedules.runner import fire_schedules_periodically
 from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024
@@ -45,6 +48,8 @@ API_CONTROLLERS = [
     ControllersController,
     DevicesController,
     ProviderController,
+    GeofencesController,
+    SchedulesController,
 ]
 API_DESCRIPTION = """\
 The device-control v1 API. Every endpoint also answers without the `/v1` prefix (documented
@@ -60,6 +65,11 @@ API_TAGS = [
         name="devices",
         description="What the caller's devices report and the commands they are sent: the "
         "original API's /provider endpoints and each controller's commands and readings.",
+    ),
+    Tag(
+        name="automation",
+        description="The original API's automation: geofences (a phone's position fires a "
+        "controller's commands) and weekly schedules.",
     ),
 ]
 
@@ -136,10 +146,15 @@ async def reject_encoded_slash(request: Request) -> None:
         raise NotFound("No such resource.")
 
 
-def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> Litestar:
+def create_app(
+    settings: Settings | None = None, *, hot_reads: bool = True, schedule_runner: bool = False
+) -> Litestar:
     """The service on one database; the engine is disposed of at shutdown.
 
     ``hot_reads=False`` leaves every request to Litestar: tests compare the two lanes.
+    ``schedule_runner=True`` fires schedules in the background (schedules/runner.py), as
+    every ``serve`` process does; in-process apps (tests) leave it to the tests, whose
+    statement counts and logs it would otherwise join at random moments.
     """
     runtime = Runtime.from_settings(settings or load_settings())
     logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
@@ -155,6 +170,16 @@ def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> L
     @contextlib.asynccontextmanager
     async def scheduled_purge(_: Litestar) -> AsyncIterator[None]:
         task = asyncio.create_task(purge_periodically(runtime.database, runtime.settings))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @contextlib.asynccontextmanager
+    async def run_schedules(_: Litestar) -> AsyncIterator[None]:
+        task = asyncio.create_task(fire_schedules_periodically(runtime))
         try:
             yield
         finally:
@@ -178,7 +203,11 @@ def create_app(settings: Settings | None = None, *, hot_reads: bool = True) -> L
         compression_config=COMPRESSION,
         request_max_body_size=MAX_BODY_BYTES,
         openapi_config=openapi_config(),
-        lifespan=[scheduled_purge, sampled_pools],
+        lifespan=[
+            scheduled_purge,
+            *([run_schedules] if schedule_runner else []),
+            sampled_pools,
+        ],
         on_shutdown=[runtime.close],
         # logging is set up by `serve` (observability/logs.py), not by each app
         logging_config=None,
@@ -205,4 +234,4 @@ def create_app_from_environment() -> Litestar:
             "guess; for test suites only, never in production",
             settings.password_hashing,
         )
-    return create_app(settings)
+    return create_app(settings, schedule_runner=True)

@@ -19,6 +19,7 @@ MAX_COMMAND_TTL_S = 86400
 MIN_MQTT_PACKET = 4352
 MAX_MQTT_PACKET = 268435455
 MAX_SEND_WAIT_MS = 30000
+MAX_SCHEDULE_GRACE_S = 7 * 86400  # a week: past it every firing comes round again anyway
 ENV_PREFIX = "DEVICECONTROL_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # json: one JSON object per line, for log collectors; text: key=value lines, for people
@@ -107,6 +108,10 @@ class Settings:
     reading_retention_days: int = 30
     trusted_proxies: tuple[IPNetwork, ...] = ()
     purge_interval_s: int = 3600
+    # schedules (contract §12): how late a firing missed while no process ran may still
+    # fire at start-up, and how often each process looks for schedules others wrote
+    schedule_grace_s: int = 600
+    schedule_check_s: int = 5
     token_cache_ms: int = 500
     password_hashing: str = PASSWORD_HASHING[0]  # "standard"
 
@@ -317,6 +322,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         trusted_proxies=_networks(env, "TRUSTED_PROXIES"),
         purge_interval_s=_positive_int(env, "PURGE_INTERVAL", defaults.purge_interval_s),
+        schedule_grace_s=_bounded_int(
+            env, "SCHEDULE_GRACE", defaults.schedule_grace_s, low=0, high=MAX_SCHEDULE_GRACE_S
+        ),
+        schedule_check_s=_bounded_int(
+            env, "SCHEDULE_CHECK", defaults.schedule_check_s, low=1, high=5
+        ),
         # the promise a revoked token keeps on other processes: see auth/token_cache.py
         token_cache_ms=_milliseconds(
             env, "TOKEN_CACHE_MS", defaults.token_cache_ms, maximum=MAX_TOKEN_CACHE_MS

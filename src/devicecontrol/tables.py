@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -214,4 +215,54 @@ commands = Table(
         sqlite_where=UNFINISHED_ONLY,
         postgresql_where=UNFINISHED_ONLY,
     ),
+)
+
+# the original API's automation (contract §12): a user's geofences and weekly schedules of
+# one of their controllers; a hand-over or release deletes them (controllers/service.py)
+geofences = Table(
+    "geofences",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("controller_id", ForeignKey("controllers.id"), nullable=False, index=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False),
+    Column("latitude", Float, nullable=False),
+    Column("longitude", Float, nullable=False),
+    Column("radius", Integer, nullable=False),  # metres
+    Column("enter_command_name", String(64), nullable=False),
+    Column("enter_command_fields", Text, nullable=False),  # JSON object
+    Column("exit_command_name", String(64), nullable=False),
+    Column("exit_command_fields", Text, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("enter_push", Boolean, nullable=False),
+    Column("exit_push", Boolean, nullable=False),
+    # where the phone last was (null: not reported yet), kept for the hysteresis
+    Column("inside", Boolean, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_geofences_user_id_id", "user_id", "id"),
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("controller_id", ForeignKey("controllers.id"), nullable=False, index=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False),
+    Column("days", String(7), nullable=False),  # Monday first, "1" = on
+    Column("from_time", String(5), nullable=False),  # HH:MM, local
+    Column("to_time", String(5), nullable=True),
+    Column("command_name", String(64), nullable=False),
+    Column("command_fields", Text, nullable=False),  # JSON object
+    Column("end_command_name", String(64), nullable=True),
+    Column("end_command_fields", Text, nullable=True),
+    Column("time_zone", String(64), nullable=False),  # IANA
+    Column("active", Boolean, nullable=False),
+    # the next firing, claimed by a conditional UPDATE of these two (schedules/runner.py):
+    # its UTC instant (null: nothing to fire) and which command it makes ("start", "end")
+    Column("next_fire_at", DateTime, nullable=True),
+    Column("next_kind", String(8), nullable=True),
+    Column("last_fired_at", DateTime, nullable=True),
+    Column("last_command_id", String(32), nullable=True),  # the command's public id
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_schedules_user_id_id", "user_id", "id"),
+    Index("ix_schedules_next_fire_at", "next_fire_at"),
 )

@@ -235,3 +235,22 @@ def test_mqtt_ca_is_a_file_for_an_mqtts_url_only(tmp_path):
     with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_CA"):
         load_settings({"DEVICECONTROL_MQTT_URL": "mqtts://u:p@broker",
                        "DEVICECONTROL_MQTT_CA": str(tmp_path / "missing.pem")})  # fmt: skip
+
+
+def test_schedule_grace_and_check_default_to_ten_minutes_and_five_seconds():
+    defaults = load_settings({})
+    assert (defaults.schedule_grace_s, defaults.schedule_check_s) == (600, 5)
+    chosen = load_settings(
+        {"DEVICECONTROL_SCHEDULE_GRACE": "0", "DEVICECONTROL_SCHEDULE_CHECK": "1"}
+    )
+    assert (chosen.schedule_grace_s, chosen.schedule_check_s) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [("SCHEDULE_GRACE", "-1"), ("SCHEDULE_GRACE", "604801"), ("SCHEDULE_GRACE", "10m"),
+     ("SCHEDULE_CHECK", "0"), ("SCHEDULE_CHECK", "6"), ("SCHEDULE_CHECK", "1.5")],
+)  # fmt: skip
+def test_a_bad_schedule_setting_is_refused_naming_it(variable, raw):
+    with pytest.raises(SettingsError, match=f"DEVICECONTROL_{variable}"):
+        load_settings({f"DEVICECONTROL_{variable}": raw})

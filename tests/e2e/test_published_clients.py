@@ -6,8 +6,8 @@ without a change. Their base URL is a module constant, imported by name into eac
 module, so every copy is pointed at the test server. They log in as the app they carry in
 their code (``mclimate`` / ``mclimate_core``), which the operator registers with the CLI.
 
-The device methods (``status``, ``send``) need the /provider endpoints, which the service
-does not have yet; geofences are not part of the service. Neither is exercised here.
+The device methods (``status``, ``send``) are exercised in test_published_clients_devices.py;
+``fetch_geofences`` here, against geofences the owner made over HTTP (contract §12).
 
 One server per backend serves the whole module: every test only reads, and the failed
 logins go to an account of their own, so none can throttle another test's logins.
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mclimate
 import mclimate.async_wrapper
 import mclimate.core
@@ -80,6 +81,37 @@ class Deployment:
     base_url: str
     client_created: subprocess.CompletedProcess[str]
     owner_id: int
+    geofences: dict[str, dict[str, Any]]  # hers, by serial number, as the service shows them
+
+
+# hers: a melissa's and a plug's, as an app makes them (fields as an object and as text)
+GEOFENCES = [
+    {"controller_id": "MEL-100", "latitude": 42.6977, "longitude": 23.3219, "radius": 150,
+     "enter_command_name": "send_ir_code",
+     "enter_command_fields": {"state": 1, "mode": 2, "temp": 23, "fan": 0},
+     "exit_command_name": "send_ir_code",
+     "exit_command_fields": '{"state": 0, "mode": 0, "temp": 20, "fan": 0}', "enter_push": 1},
+    {"controller_id": "PLUG-200", "latitude": 52.37, "longitude": 4.89, "radius": 5000,
+     "enter_command_name": "switch_on_off", "enter_command_fields": '{"state": "on"}',
+     "exit_command_name": "switch_on_off", "exit_command_fields": {"state": "off"}},
+]  # fmt: skip
+
+
+def make_geofences(base_url: str) -> dict[str, dict[str, Any]]:
+    """The owner's geofences, made over HTTP as her app would."""
+    login = httpx.post(
+        f"{base_url}/v1/auth/login",
+        data={"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "username": OWNER,
+              "password": OWNER_PASSWORD},
+        timeout=10,
+    )  # fmt: skip
+    headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
+    made = {}
+    for body in GEOFENCES:
+        response = httpx.post(f"{base_url}/v1/geofences", json=body, headers=headers, timeout=10)
+        assert response.status_code == 201, response.text
+        made[body["controller_id"]] = response.json()["geofence"]
+    return made
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -138,7 +170,8 @@ def deployment(
     try:
         client_created, owner_id = provision(database_url, workdir)
         with running_server(database_url, workdir, device_link=True) as server:
-            yield Deployment(server.base_url, client_created, owner_id)
+            geofences = make_geofences(server.base_url)
+            yield Deployment(server.base_url, client_created, owner_id, geofences)
     finally:
         factory.drop(database_url)
 
@@ -275,6 +308,37 @@ async def test_async_library_raises_its_api_exception_with_400_on_a_wrong_passwo
         assert raised.value.status_code == 400
         assert "invalid_grant" in raised.value.message
         assert not client.have_connection
+    finally:
+        await close(client)
+
+
+def assert_her_geofences(fetched: dict[str, Any], deployment: Deployment) -> None:
+    """The libraries key the list by ``controller_id``: her two, in the original's shape."""
+    assert fetched == deployment.geofences
+    mine = fetched["MEL-100"]
+    assert json.loads(mine["enter_command_fields"]) == {"state": 1, "mode": 2, "temp": 23, "fan": 0}
+    assert (mine["active"], mine["enter_push"], mine["exit_push"]) == (1, 1, 0)
+    assert mine["user_id"] == deployment.owner_id
+
+
+@pytest.mark.parametrize("library", SYNC_CLASSES, ids=lambda c: c.__name__)
+def test_sync_library_fetches_her_geofences(library: type, deployment: Deployment) -> None:
+    client = library(username=OWNER, password=OWNER_PASSWORD)
+    geofences = client.fetch_geofences()
+    assert geofences is client.geofences
+    assert_her_geofences(geofences, deployment)
+    other = library(username=OTHER, password=OTHER_PASSWORD)
+    assert other.fetch_geofences() == {}
+
+
+@pytest.mark.parametrize("library", ASYNC_CLASSES, ids=lambda c: c.__name__)
+async def test_async_library_fetches_her_geofences(library: type, deployment: Deployment) -> None:
+    client = library(username=OWNER, password=OWNER_PASSWORD)
+    try:
+        await client.async_connect()
+        geofences = await client.async_fetch_geofences()
+        assert geofences is client.geofences
+        assert_her_geofences(geofences, deployment)
     finally:
         await close(client)
 

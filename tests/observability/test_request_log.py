@@ -64,14 +64,14 @@ async def test_an_unauthenticated_request_has_no_user_and_an_unknown_path_no_rou
 async def test_an_unmatched_request_names_its_path_but_never_its_query(client, info):
     """What clients call that the service lacks, so an operator sees it; never credentials."""
     response = await client.post(
-        "/v1/geofences/a%20b?access_token=s3cret&x=1", json={"password": "hunter22"}
+        "/v1/rooms/a%20b?access_token=s3cret&x=1", json={"password": "hunter22"}
     )
     assert response.status_code == 404
     [line] = request_lines(info)
     assert (line["method"], line["route"], line["path"]) == (
         "POST",
         "<unmatched>",
-        "/v1/geofences/a%20b",
+        "/v1/rooms/a%20b",
     )
     assert "s3cret" not in repr(info.records) and "hunter22" not in repr(info.records)
 

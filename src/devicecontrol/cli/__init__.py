@@ -9,11 +9,12 @@ from devicecontrol.cli.core import main
 from devicecontrol.cli.database import db
 from devicecontrol.cli.demo import demo
 from devicecontrol.cli.devices import devices
+from devicecontrol.cli.schedules import schedules
 from devicecontrol.cli.serve import serve
 from devicecontrol.cli.tokens import tokens
 from devicecontrol.cli.users import users
 
-for command in (serve, db, clients, users, controllers, devices, tokens, demo):
+for command in (serve, db, clients, users, controllers, devices, schedules, tokens, demo):
     main.add_command(command)
 db.add_command(backup)
 

@@ -10,7 +10,18 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, bindparam, case, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
@@ -19,7 +30,14 @@ from devicecontrol.db import Reader
 from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
 from devicecontrol.devices.repository import last_params_of_current_owner
 from devicecontrol.prepared import Prepared
-from devicecontrol.tables import access_tokens, controller_assignments, controllers, latest_readings
+from devicecontrol.tables import (
+    access_tokens,
+    controller_assignments,
+    controllers,
+    geofences,
+    latest_readings,
+    schedules,
+)
 
 PUBLIC_COLUMNS = (
     controllers.c.user_id,
@@ -221,6 +239,14 @@ async def release_if_owned(connection: AsyncConnection, controller_id: int, user
         .values(user_id=None, room_id=None)
     )
     return result.rowcount == 1
+
+
+async def delete_automations(connection: AsyncConnection, controller_id: int) -> None:
+    """Delete the controller's geofences and schedules (contract §12), in the transaction of
+    a hand-over or release. Call it before the commands are failed: a schedule firing at
+    that moment holds its row until it commits, so its command is there to be failed."""
+    for table in (geofences, schedules):
+        await connection.execute(delete(table).where(table.c.controller_id == controller_id))
 
 
 async def find_active_assignment(connection: AsyncConnection, controller_id: int) -> Row | None:

@@ -248,6 +248,7 @@ async def _reassign(
                 raise _not_yours(serial_number)
             now = utcnow()
             await repository.close_active_assignment(connection, controller.id, now)
+            await repository.delete_automations(connection, controller.id)
             # a command belongs to the ownership it was made under (contract §9)
             await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
             return await repository.insert_assignment(
@@ -278,6 +279,7 @@ async def _release(runtime: Runtime, user_id: int, serial_number: str, event: Au
         if not await repository.release_if_owned(connection, controller.id, user_id):
             raise _not_yours(serial_number)
         now = utcnow()
+        await repository.delete_automations(connection, controller.id)
         await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
         return await repository.close_assignment(connection, record.id, now)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.clock import monotonic, utcnow
 from devicecontrol.controllers.identity import is_serial_number
@@ -102,31 +103,47 @@ async def create_command(
 ) -> Row[Any]:
     """Check the command against the type's catalogue and store it, queued."""
     params = checked_params(device.type, name, fields, name_field=name_field, strict=strict)
-    now = utcnow()
     async with runtime.database.write() as connection:
-        if await repository.count_unfinished(connection, device.controller_id, now) >= (
-            MAX_UNFINISHED
-        ):
-            raise TooManyRequests(
-                f"The controller has {MAX_UNFINISHED} unfinished commands; wait for them.",
-                retry_after_s=5,
-            )
-        command = await repository.insert_command(
-            connection,
-            {
-                "public_id": secrets.token_hex(12),
-                "controller_id": device.controller_id,
-                "assignment_id": device.assignment_id,
-                "name": name,
-                "params": _encode(params).decode(),
-                "status": command_status.QUEUED,
-                "created_at": now,
-                "expires_at": now + timedelta(seconds=ttl_s),
-            },
-        )
-    # committed: the device link (whichever process runs it) delivers it now
-    await runtime.changes.announce(Change(COMMAND_MADE, device.controller_id, command.id))
+        command = await insert_queued(connection, device, name=name, params=params, ttl_s=ttl_s)
+    await announce_made(runtime, command)
     return command
+
+
+async def insert_queued(
+    connection: AsyncConnection,
+    device: OwnedDevice,
+    *,
+    name: str,
+    params: Mapping[str, Any],
+    ttl_s: int,
+) -> Row[Any]:
+    """Store a command whose params ``checked_params`` returned, queued, in the caller's
+    transaction (automations claim their firing in the same one); once it commits, the
+    caller announces it (``announce_made``). TooManyRequests past MAX_UNFINISHED."""
+    now = utcnow()
+    if await repository.count_unfinished(connection, device.controller_id, now) >= MAX_UNFINISHED:
+        raise TooManyRequests(
+            f"The controller has {MAX_UNFINISHED} unfinished commands; wait for them.",
+            retry_after_s=5,
+        )
+    return await repository.insert_command(
+        connection,
+        {
+            "public_id": secrets.token_hex(12),
+            "controller_id": device.controller_id,
+            "assignment_id": device.assignment_id,
+            "name": name,
+            "params": _encode(params).decode(),
+            "status": command_status.QUEUED,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl_s),
+        },
+    )
+
+
+async def announce_made(runtime: Runtime, command: Row[Any]) -> None:
+    """A committed command: the device link (whichever process runs it) delivers it now."""
+    await runtime.changes.announce(Change(COMMAND_MADE, command.controller_id, command.id))
 
 
 async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row[Any]:

@@ -126,6 +126,20 @@ COMMAND_ROUND_TRIP = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
 )
 
+# schedules (contract §12, schedules/runner.py): counted by the process that claimed them
+SCHEDULE_FIRINGS = Counter(
+    "devicecontrol_schedule_firings",
+    "Schedule firings that made their command, by kind: start (at from_time), end (at to_time).",
+    ["kind"],
+)
+SCHEDULE_SKIPS = Counter(
+    "devicecontrol_schedule_skips",
+    "Schedule firings skipped, by reason: late (missed by more than DEVICECONTROL_SCHEDULE_"
+    "GRACE while no process ran), too_many_commands (the controller had 100 unfinished), "
+    "not_owned (handed over as it fired, or the owner's account is disabled).",
+    ["reason"],
+)
+
 
 class RequestMetrics:
     """The request counter and histogram children, looked up once per label combination.

@@ -1,0 +1,72 @@
+"""Queries for geofences. No rules here; every read is the owner's (``user_id``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from devicecontrol.db import Reader
+from devicecontrol.tables import controllers, geofences
+
+# a geofence as shown: its columns and its controller's serial number (``controller_id``)
+_SHOWN = select(
+    *geofences.c, controllers.c.serial_number, controllers.c.type.label("controller_type")
+).join(controllers, controllers.c.id == geofences.c.controller_id)
+
+
+async def count_owned(connection: Reader, user_id: int) -> int:
+    query = select(func.count()).select_from(geofences).where(geofences.c.user_id == user_id)
+    return (await connection.execute(query)).scalar_one()
+
+
+async def list_owned(connection: Reader, user_id: int, *, limit: int, offset: int) -> list[Row]:
+    """One page of the user's geofences, oldest first."""
+    query = (
+        _SHOWN.where(geofences.c.user_id == user_id)
+        .order_by(geofences.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list((await connection.execute(query)).all())
+
+
+async def find_owned(connection: Reader, user_id: int, geofence_id: int) -> Row | None:
+    query = _SHOWN.where(geofences.c.id == geofence_id, geofences.c.user_id == user_id)
+    return (await connection.execute(query)).first()
+
+
+async def insert_geofence(connection: AsyncConnection, values: dict[str, Any]) -> int:
+    result = await connection.execute(insert(geofences).values(**values).returning(geofences.c.id))
+    return result.scalar_one()
+
+
+async def update_geofence(
+    connection: AsyncConnection, user_id: int, geofence_id: int, values: dict[str, Any]
+) -> bool:
+    result = await connection.execute(
+        update(geofences)
+        .where(geofences.c.id == geofence_id, geofences.c.user_id == user_id)
+        .values(**values)
+    )
+    return result.rowcount == 1
+
+
+async def delete_geofence(connection: AsyncConnection, user_id: int, geofence_id: int) -> bool:
+    result = await connection.execute(
+        delete(geofences).where(geofences.c.id == geofence_id, geofences.c.user_id == user_id)
+    )
+    return result.rowcount == 1
+
+
+async def move_inside(
+    connection: AsyncConnection, geofence_id: int, *, was: bool | None, now: bool
+) -> bool:
+    """Store the new inside/outside state if it still is ``was``: of two racing reports of
+    one transition, exactly one moves it (and fires)."""
+    stored = geofences.c.inside.is_(None) if was is None else geofences.c.inside == was
+    result = await connection.execute(
+        update(geofences).where(geofences.c.id == geofence_id, stored).values(inside=now)
+    )
+    return result.rowcount == 1

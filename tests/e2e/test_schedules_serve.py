@@ -1,0 +1,100 @@
+"""Schedules fired by real `devicecontrol serve` processes on a real clock (contract §12):
+within 5 s of the firing, and once while two processes share one PostgreSQL database.
+
+The minute arithmetic, gaps and repeats are tests/schedules' (with the injectable clock).
+Here the firing is made a few seconds ahead so that no test waits for a real minute: a
+schedule for the next minute, whose next firing is moved in the database to 3 s from now
+when the minute is further off than that. The processes look for it every second
+(DEVICECONTROL_SCHEDULE_CHECK=1), as they would for one another process wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import update
+
+from devicecontrol.db import Database
+from devicecontrol.tables import schedules
+from tests.conftest import POSTGRESQL_ONLY
+from tests.e2e.provisioning import client_and_user, plugs
+from tests.processes import running_server
+
+SECRET, USERNAME, PASSWORD = "schedule-client-secret-01234", "ana@example.com", "ana-pw-1234567"
+AHEAD_S = 2
+# two processes racing for each firing: that is the point (SQLite's one writer at a time
+# gives it no race to lose); CI always runs the PostgreSQL half
+pytestmark = POSTGRESQL_ONLY
+FIRINGS = re.compile(r'^devicecontrol_schedule_firings_total\{kind="start"\} (\S+)$', re.M)
+
+
+def move_next_firing(database_url: str, schedule_id: int, to: datetime) -> None:
+    async def run() -> None:
+        database = Database(database_url)
+        try:
+            async with database.write() as connection:
+                await connection.execute(
+                    update(schedules).where(schedules.c.id == schedule_id).values(next_fire_at=to)
+                )
+        finally:
+            await database.dispose()
+
+    asyncio.run(run())
+
+
+def firings(base_url: str) -> float:
+    found = FIRINGS.search(httpx.get(f"{base_url}/metrics", timeout=10).text)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_serve_fires_a_schedule_once_within_5_s(
+    backend: str, database_url: str, tmp_path: Path
+) -> None:
+    client_and_user(database_url, client_id="schedule-app", secret=SECRET,
+                    username=USERNAME, password=PASSWORD)  # fmt: skip
+    plugs(database_url, owner=USERNAME)
+    env = {"DEVICECONTROL_SCHEDULE_CHECK": "1"}
+    with ExitStack() as stack:
+        servers = []
+        for number in range(2):
+            workdir = tmp_path / f"serve-{number}"
+            workdir.mkdir()
+            servers.append(stack.enter_context(running_server(database_url, workdir, env=env)))
+        http = stack.enter_context(httpx.Client(base_url=servers[0].base_url, timeout=10))
+        login = http.post("/v1/auth/login", data={
+            "client_id": "schedule-app", "client_secret": SECRET,
+            "username": USERNAME, "password": PASSWORD})  # fmt: skip
+        headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
+        now = datetime.now(UTC)
+        next_minute = (now + timedelta(minutes=1)).strftime("%H:%M")
+        made = http.post("/v1/schedules", headers=headers, json={
+            "controller_id": "SN-1", "days": "1111111", "from_time": next_minute,
+            "time_zone": "UTC", "command_name": "switch_on_off",
+            "command_fields": {"state": "on"}})  # fmt: skip
+        assert made.status_code == 201, made.text
+        schedule = made.json()["schedule"]
+        due = datetime.fromisoformat(schedule["next_fire_at"]).replace(tzinfo=UTC)
+        if (due - now).total_seconds() > AHEAD_S + 1:
+            due = (datetime.now(UTC) + timedelta(seconds=AHEAD_S)).replace(microsecond=0)
+            move_next_firing(database_url, schedule["id"], due.replace(tzinfo=None))
+        path = f"/v1/schedules/SN-1/{schedule['id']}"
+        deadline = time.monotonic() + (due - datetime.now(UTC)).total_seconds() + 10
+        while time.monotonic() < deadline:
+            fired = http.get(path, headers=headers).json()["schedule"]
+            if fired["last_command_id"]:
+                break
+            time.sleep(0.2)
+        assert fired["last_command_id"], fired
+        fired_at = datetime.fromisoformat(fired["last_fired_at"]).replace(tzinfo=UTC)
+        assert timedelta(0) <= fired_at - due <= timedelta(seconds=5)
+        time.sleep(1.2)  # both processes have looked again (each every second)
+        commands = http.get("/v1/controllers/SN-1/commands", headers=headers).json()
+        assert commands["total"] == 1
+        assert commands["_embedded"]["command"][0]["id"] == fired["last_command_id"]
+        assert sum(firings(server.base_url) for server in servers) == 1
