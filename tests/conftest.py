@@ -9,6 +9,7 @@ on PostgreSQL) that each test copies.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import os
 import shutil
@@ -123,13 +124,19 @@ async def _postgresql_admin(statement: str) -> None:
         await connection.close()
 
 
+# fresh PostgreSQL databases kept being created beyond the one a test takes now
+CREATED_AHEAD = 1
+
+
 class PostgresAdmin:
     """Admin connections for the whole run, on an event loop in a thread of its own.
 
     Creating and dropping a database per test used to open a new event loop and connection
     each time; this keeps one of each. Its own thread, because the tests' loops come and go.
     Drops go on a second connection and nobody waits for them (``drop_later``): a DROP
-    DATABASE took 75 ms, most of a PostgreSQL test's set-up and tear-down.
+    DATABASE took 75 ms, most of a PostgreSQL test's set-up and tear-down. Creations go on a
+    third, ahead of need (``create_soon``): a CREATE DATABASE from the template takes 0.4 s
+    on this machine's disk, which the test before it now covers.
     """
 
     def __init__(self) -> None:
@@ -138,7 +145,9 @@ class PostgresAdmin:
         self._thread.start()
         self._connection: asyncpg.Connection = self._run(self._connect())
         self._dropper: asyncpg.Connection = self._run(self._connect())
+        self._creator: asyncpg.Connection = self._run(self._connect())
         self._drop_lock: asyncio.Lock = self._run(self._make_lock())
+        self._create_lock: asyncio.Lock = self._run(self._make_lock())
         self._drops: list[concurrent.futures.Future[None]] = []
 
     @staticmethod
@@ -159,6 +168,14 @@ class PostgresAdmin:
         async with self._drop_lock:
             await self._dropper.execute(statement)
 
+    async def _create(self, statement: str) -> None:
+        async with self._create_lock:
+            await self._creator.execute(statement)
+
+    def create_soon(self, statement: str) -> concurrent.futures.Future[None]:
+        """Run ``statement`` on the creation connection, in order, while the caller goes on."""
+        return asyncio.run_coroutine_threadsafe(self._create(statement), self._loop)
+
     def drop_later(self, statement: str) -> None:
         """Run ``statement`` on the drop connection, in order; failures surface at close."""
         self._drops.append(asyncio.run_coroutine_threadsafe(self._drop(statement), self._loop))
@@ -169,6 +186,7 @@ class PostgresAdmin:
             drop.result(timeout=60)
         self._run(self._connection.close())
         self._run(self._dropper.close())
+        self._run(self._creator.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
@@ -184,6 +202,10 @@ class DatabaseFactory:
         self.prefix = f"dctest_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         self.template: str | None = None
         self.made: list[str] = []
+        # PostgreSQL databases being created ahead of the tests that will take them
+        self._ahead: collections.deque[tuple[str, concurrent.futures.Future[None]]] = (
+            collections.deque()
+        )
 
     def _template(self) -> str:
         if self.template is None:
@@ -205,9 +227,14 @@ class DatabaseFactory:
             path = directory / "devicecontrol.db"
             shutil.copyfile(template, path)
             return f"sqlite:///{path}"
-        name = f"{self.prefix}_{uuid.uuid4().hex[:10]}"
-        self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        self.made.append(name)
+        while len(self._ahead) <= CREATED_AHEAD:
+            name = f"{self.prefix}_{uuid.uuid4().hex[:10]}"
+            assert self.admin is not None, "PostgreSQL statements need the session's admin"
+            created = self.admin.create_soon(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            self.made.append(name)
+            self._ahead.append((name, created))
+        name, created = self._ahead.popleft()
+        created.result(timeout=60)
         return _postgresql_url_for(name)
 
     def drop(self, url: str) -> None:
@@ -218,6 +245,9 @@ class DatabaseFactory:
             self.made.remove(name)
 
     def drop_all(self) -> None:
+        for _, created in self._ahead:  # made ahead for tests that never came
+            created.result(timeout=60)
+        self._ahead.clear()
         for name in reversed(list(self.made)):
             self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self.made.clear()

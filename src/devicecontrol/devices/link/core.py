@@ -37,6 +37,9 @@ from devicecontrol.runtime import Runtime
 __all__ = ["DeviceConnection", "DeviceLink", "LinkError"]
 
 WATCH_S = 1.0  # a rotated secret closes its connection this soon
+# CONNECTs proved at once: PostgreSQL's read pool holds 5 connections, and a burst (every
+# device after a restart) must queue here, not time out on the pool and be refused
+PROVING_AT_ONCE = 4
 STOP_WAIT_S = 5.0
 logger = logging.getLogger("devicecontrol.devices.link")
 
@@ -58,6 +61,7 @@ class DeviceLink:
         self._live: set[DeviceConnection] = set()  # not ended yet, taken-over ones included
         self._tasks: list[asyncio.Task[None]] = []
         self._failing: set[str] = set()  # periodic tasks failing now (logged once)
+        self._proving = asyncio.Semaphore(PROVING_AT_ONCE)
         self.rate = MessageRate(runtime.settings.device_message_rate)
         self.mailbox = Mailbox()
         self.device_log = DeviceEventLog()
@@ -169,13 +173,14 @@ class DeviceLink:
         self, *, client_id: str | None, username: str | None, password: str | None, address: str
     ) -> DeviceIdentity | None:
         try:
-            return await identity.authenticate_device(
-                self.runtime,
-                client_id=client_id,
-                username=username,
-                password=password,
-                address=address,
-            )
+            async with self._proving:
+                return await identity.authenticate_device(
+                    self.runtime,
+                    client_id=client_id,
+                    username=username,
+                    password=password,
+                    address=address,
+                )
         except Exception:  # the database is down: refused, like a wrong secret
             logger.warning("device authentication failed", exc_info=True)
             return None
