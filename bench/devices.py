@@ -39,12 +39,13 @@ from amqtt.mqtt.packet import PUBLISH, MQTTFixedHeader
 from amqtt.mqtt.puback import PubackPacket
 from amqtt.mqtt.publish import PublishPacket
 from amqtt.mqtt.subscribe import SubscribePacket
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import func, select
 
 from bench.brokers import mosquitto_broker
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.profiler import py_spy_path
 from bench.servers import free_port
+from devicecontrol.db import Database
 from devicecontrol.tables import readings
 
 SECRET = "bench-device-secret-0123456789"  # noqa: S105 (benchmark data only)
@@ -82,13 +83,15 @@ def provision(database_url: str, devices: int, workdir: Path) -> None:
     cli(database_url, "controllers", "import", str(csv))
 
 
-def stored_readings(database_url: str) -> int:
-    engine = create_engine(database_url)
+async def stored_readings(database_url: str) -> int:
+    """Readings in the database, read with the service's own drivers (aiosqlite, asyncpg)."""
+    database = Database(database_url)
     try:
-        with engine.connect() as connection:
-            return int(connection.execute(select(func.count()).select_from(readings)).scalar())
+        async with database.read() as connection:
+            result = await connection.execute(select(func.count()).select_from(readings))
+            return int(result.scalar_one())
     finally:
-        engine.dispose()
+        await database.dispose()
 
 
 def service_cpu_s(serve: subprocess.Popen[bytes]) -> float:
@@ -334,7 +337,7 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
     await asyncio.sleep(0.5)  # subscribed
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
         headers = await login(http)  # before the flow: the login's hash is no part of it
-    stored_before = stored_readings(database_url)
+    stored_before = await stored_readings(database_url)
     profiler = None
     if args.profile:  # py-spy on the link process for the flow's seconds
         profiler = subprocess.Popen(  # noqa: S603, ASYNC220 (py-spy, in the background)
@@ -354,7 +357,7 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
         profiler.wait(timeout=60)
     generator_cpu = (time.process_time() - own_before) / args.seconds
     await asyncio.sleep(3)  # what was offered gets stored
-    stored = stored_readings(database_url) - stored_before
+    stored = await stored_readings(database_url) - stored_before
     for task in answering + readers:
         task.cancel()
     storm = await reconnect_storm(base_url, headers, devices) if args.storm else {}
