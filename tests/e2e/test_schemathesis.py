@@ -30,7 +30,7 @@ CHECKS = (
     "response_headers_conformance",
     "negative_data_rejection",
 )
-MAX_EXAMPLES = 50  # per operation; 30 operations on each backend
+MAX_EXAMPLES = 30  # per operation; 30 operations on each backend
 SEED = 20261121
 FUZZ_TIMEOUT_S = 240
 
