@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from devicecontrol import throttling
 from devicecontrol.auth import tokens
@@ -44,6 +45,11 @@ class DeviceIdentity:
     serial_number: str
     type: str
     secret_digest: str
+
+    @classmethod
+    def of(cls, device: Any) -> DeviceIdentity:
+        """From a ``repository.find_device`` or ``online_devices`` row."""
+        return cls(device.id, device.serial_number, device.type, device.device_secret_digest or "")
 
 
 async def authenticate_device(
@@ -78,7 +84,7 @@ async def authenticate_device(
         THROTTLED.labels("device connects").inc()
         reason = "throttled"
     elif proved and device is not None and client_id == serial:
-        return DeviceIdentity(device.id, device.serial_number, device.type, stored or "")
+        return DeviceIdentity.of(device)
     else:
         async with runtime.database.write() as connection:
             await throttling.record_failures(connection, [by_serial, by_address], utcnow())

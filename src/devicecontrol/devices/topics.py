@@ -17,6 +17,14 @@ def commands_topic(serial_number: str) -> str:
     return f"devices/{serial_number}/commands"
 
 
+def commanded_device(topic: str) -> str | None:
+    """The serial number whose commands topic ``topic`` is, else None."""
+    parts = topic.split("/")
+    if len(parts) == 3 and parts[0] == "devices" and parts[1] and parts[2] == "commands":
+        return parts[1]
+    return None
+
+
 def state_topic(serial_number: str) -> str:
     return f"devices/{serial_number}/state"
 

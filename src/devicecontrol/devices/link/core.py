@@ -156,9 +156,7 @@ class DeviceLink:
             rows = await repository.online_devices(database)
         for row in rows:
             if row.serial_number not in self._connections:
-                device = DeviceIdentity(
-                    row.id, row.serial_number, row.type, row.device_secret_digest or ""
-                )
+                device = DeviceIdentity.of(row)
                 adopted, _ = self.claim(device, "")
                 adopted.subscribed = True
         DEVICES_CONNECTED.set(len(self._connections))
@@ -190,7 +188,7 @@ class DeviceLink:
             row = await repository.find_device(database, serial_number)
         if row is None:
             return None
-        return DeviceIdentity(row.id, row.serial_number, row.type, row.device_secret_digest or "")
+        return DeviceIdentity.of(row)
 
     def claim(
         self, device: DeviceIdentity, address: str

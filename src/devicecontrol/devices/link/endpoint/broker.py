@@ -159,7 +159,7 @@ class DeviceEndpoint:
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """A command, at QoS 1, to the device whose commands topic it is, if connected."""
-        session = self._by_serial.get(topic.split("/")[1] if topic.count("/") == 2 else "")
+        session = self._by_serial.get(topics.commanded_device(topic) or "")
         if session is None or not session.connection.subscribed:
             return  # it stays sent, and goes again at the next subscription
         packet = PublishPacket.build(topic, payload, session.packet_id(), False, 1, False)
