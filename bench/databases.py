@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from devicecontrol.db import async_url
+from devicecontrol.db import driver_url
 
 BACKENDS = ("sqlite", "postgresql")
 DEFAULT_POSTGRESQL_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -26,7 +26,7 @@ def _database_name(fleet: int) -> str:
 
 
 async def _administer(admin_url: str, *statements: str) -> None:
-    admin = create_async_engine(async_url(admin_url), isolation_level="AUTOCOMMIT")
+    admin = create_async_engine(driver_url(admin_url), isolation_level="AUTOCOMMIT")
     try:
         async with admin.connect() as connection:
             for statement in statements:

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.db import Writer
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
@@ -94,7 +94,7 @@ def stored_fields(stored: str | None) -> dict[str, Any]:
 
 
 async def owned_device_now(
-    connection: AsyncConnection, controller_id: int, user_id: int
+    connection: Writer, controller_id: int, user_id: int
 ) -> OwnedDevice | None:
     """The controller if ``user_id`` owns it now and their account is active, read in the
     caller's transaction: what an automation fires belongs to the ownership in force when

@@ -4,16 +4,19 @@ Services write in a transaction from ``Database.write()``, which commits on succ
 rolls back on any error. On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` so
 that it takes the write lock up front and waits instead of failing half-way when another
 connection wrote first; the writers of one process queue for it on an asyncio lock. Between
-processes it is asked for every millisecond (``_begin_immediate``), not through SQLite's
+processes it is asked for every millisecond, the loop free meanwhile, not through SQLite's
 busy handler, whose growing sleeps (up to 100 ms a retry) let a process that writes all
-the time (the device link's batches) starve one that writes now and then (a command).
+the time (the device link's batches) starve one that writes now and then (a command). Once
+taken, the transaction's statements run on the event loop's own thread through the plain
+``sqlite3`` driver (``InlineWriter``): the lock is held for the statements alone, never
+across a turn of a busy loop, as it was when each statement was a hop to aiosqlite's
+worker thread and back (docs/PERFORMANCE.md, issue 19).
 
 ``Database.read()`` hands out a connection without a transaction: each statement sees
 what was committed when it started (PostgreSQL's READ COMMITTED gave a read transaction no
 more than that). On PostgreSQL that saves the BEGIN and COMMIT round trips. On SQLite the
-reads run on the event loop's own thread through the plain ``sqlite3`` driver: an indexed
-read of a local WAL database takes microseconds and never waits for a writer, while each
-aiosqlite call is a hop to its worker thread and back (see docs/PERFORMANCE.md).
+reads run on the event loop's own thread too: an indexed read of a local WAL database
+takes microseconds and never waits for a writer.
 
 On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``errors.py``) rather
 than a hung request, and the pool heals by itself when the server returns: see
@@ -26,14 +29,23 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, Dialect, Engine, ExceptionContext, Result, make_url
+from sqlalchemy.engine import (
+    URL,
+    Connection,
+    CursorResult,
+    Dialect,
+    Engine,
+    ExceptionContext,
+    Result,
+    make_url,
+)
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
@@ -42,6 +54,7 @@ from sqlalchemy.sql.base import Executable
 from devicecontrol.config import SettingsError
 from devicecontrol.hot_pool import HotPool
 from devicecontrol.prepared import Prepared, PreparedResult
+from devicecontrol.sqlite_checkpoints import Checkpointer
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_LOCK_POLL_S = 0.001  # how often a writer of another process asks for the write lock
@@ -68,13 +81,16 @@ POSTGRES_POOL_TIMEOUT_S = 1
 # processes under PostgreSQL's default max_connections of 100.
 POSTGRES_READ_POOL = (5, 0)  # (pool_size, max_overflow)
 POSTGRES_WRITE_POOL = (5, 0)
-# SQLite writers take turns (Database.write), so a few aiosqlite connections suffice
-SQLITE_WRITE_POOL = (2, 4)
-_BEGIN_MODE = "devicecontrol_begin"
+# SQLite writers of one process take turns (Database.write): one connection suffices
+SQLITE_WRITE_POOL = (1, 1)
+_T = TypeVar("_T")
+# one statement's parameters, or a list of them (executemany)
+WriteParameters = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 
-def async_url(database_url: str) -> URL:
-    """Map the operator's URL (``sqlite:///x.db``, ``postgresql://...``) to an async driver."""
+def driver_url(database_url: str) -> URL:
+    """Map the operator's URL (``sqlite:///x.db``, ``postgresql://...``) to its driver:
+    asyncpg for PostgreSQL, the standard library's ``sqlite3`` for SQLite."""
     try:
         url = make_url(database_url)
     except ArgumentError:
@@ -83,7 +99,7 @@ def async_url(database_url: str) -> URL:
     if backend == "sqlite":
         if not url.database or url.database == ":memory:":
             raise SettingsError("an SQLite database URL must name a file, e.g. sqlite:///./x.db")
-        return url.set(drivername="sqlite+aiosqlite")
+        return url.set(drivername="sqlite+pysqlite")
     if backend in {"postgresql", "postgres"}:
         return url.set(drivername="postgresql+asyncpg")
     raise SettingsError(f"unsupported database {backend!r}: use sqlite:/// or postgresql://")
@@ -134,6 +150,41 @@ class Reader(Protocol):
     async def execute(
         self, statement: Executable, parameters: Mapping[str, Any] | None = None
     ) -> Result[Any]: ...
+
+
+class Writer(Reader, Protocol):
+    """What a write transaction offers a repository: ``AsyncConnection`` on PostgreSQL,
+    ``InlineWriter`` on SQLite."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    async def execute(
+        self, statement: Executable, parameters: WriteParameters | None = None
+    ) -> CursorResult[Any]: ...
+
+    async def run_sync(self, fn: Callable[[Connection], _T]) -> _T: ...
+
+
+class InlineWriter:
+    """An SQLite write transaction on the loop's thread, behind the ``Writer`` face
+    (``Database.write()``): each statement runs to its end before ``execute`` returns, so a
+    block of them holds the write lock for no longer than SQLite takes."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._connection.dialect
+
+    async def execute(
+        self, statement: Executable, parameters: WriteParameters | None = None
+    ) -> CursorResult[Any]:
+        return self._connection.execute(statement, parameters)
+
+    async def run_sync(self, fn: Callable[[Connection], _T]) -> _T:
+        return fn(self._connection)
 
 
 class InlineReader:
@@ -221,59 +272,60 @@ def _set_sqlite_pragmas(engine: Engine, *pragmas: str) -> None:
         cursor.close()
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    _set_sqlite_pragmas(
-        engine.sync_engine, "journal_mode=WAL", f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}"
-    )
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
-        if mode == "IMMEDIATE":
-            _begin_immediate(connection)
-        else:
-            connection.exec_driver_sql(f"BEGIN {mode}")
-
-
-def _begin_immediate(connection: Connection) -> None:
+async def _begin_immediate(connection: sqlite3.Connection, dialect: Dialect) -> None:
     """Take the write lock, asking every ``SQLITE_LOCK_POLL_S`` for ``SQLITE_BUSY_TIMEOUT_MS``
-    at most (in the driver's thread): a gap of a millisecond between another process's
+    at most, the loop free in between: a gap of a millisecond between another process's
     transactions is enough to get in."""
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    connection.exec_driver_sql("PRAGMA busy_timeout = 0")
-    try:
-        while True:
-            try:
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
-                return
-            except OperationalError as exc:
-                if "locked" not in str(exc.orig) or time.monotonic() > deadline:
-                    raise
-            time.sleep(SQLITE_LOCK_POLL_S)
-    finally:
-        connection.exec_driver_sql(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    while True:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise DBAPIError.instance(
+                    None, None, exc, sqlite3.Error, hide_parameters=True, dialect=dialect
+                ) from exc
+        await asyncio.sleep(SQLITE_LOCK_POLL_S)
 
 
-def create_engine(
+def create_sqlite_writer_engine(url: URL) -> Engine:
+    """The plain ``sqlite3`` engine of ``write()``: its connections never wait in SQLite's
+    busy handler (``busy_timeout`` 0), as they wait on the loop's thread; ``write()`` takes
+    the lock before the first statement (``_begin_immediate``). Nor do their commits
+    checkpoint: the process's ``Checkpointer`` thread does."""
+    engine = create_sync_engine(
+        url.set(drivername="sqlite+pysqlite"),
+        pool_size=SQLITE_WRITE_POOL[0],
+        max_overflow=SQLITE_WRITE_POOL[1],
+        hide_parameters=True,
+        connect_args={"check_same_thread": False},
+    )
+    # the busy timeout covers the switch to WAL of a new file, which another process may
+    # be making at the same moment; then it is 0
+    _set_sqlite_pragmas(
+        engine,
+        f"busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+        "journal_mode=WAL",
+        "busy_timeout=0",
+        "wal_autocheckpoint=0",  # a thread checkpoints (sqlite_checkpoints.py)
+    )
+    return engine
+
+
+def create_postgres_engine(
     database_url: str,
     *,
     command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S,
     autocommit: bool = False,
 ) -> AsyncEngine:
-    """The engine for a URL; ``command_timeout_s`` bounds each PostgreSQL statement.
+    """The engine for a PostgreSQL URL; ``command_timeout_s`` bounds each statement.
 
-    ``autocommit`` (PostgreSQL only, for reads): no BEGIN/COMMIT around statements, and the
+    ``autocommit`` (for reads): no BEGIN/COMMIT around statements, and the
     checkout ping is one round trip instead of BEGIN, ping, ROLLBACK. Statement parameters
     (token digests, password hashes) stay out of error messages, and so out of the logs.
     """
-    url = async_url(database_url)
-    if url.get_backend_name() == "sqlite":
-        pool_size, max_overflow = SQLITE_WRITE_POOL
-        engine = create_async_engine(
-            url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
-        )
-        _configure_sqlite(engine)
-        return engine
+    url = driver_url(database_url)
     pool_size, max_overflow = POSTGRES_READ_POOL if autocommit else POSTGRES_WRITE_POOL
     engine = create_async_engine(
         url,
@@ -328,8 +380,10 @@ class Database:
         self, database_url: str, *, command_timeout_s: float | None = POSTGRES_COMMAND_TIMEOUT_S
     ) -> None:
         self.url = database_url
-        self.engine = create_engine(database_url, command_timeout_s=command_timeout_s)
-        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        url = driver_url(database_url)
+        self.is_sqlite = url.get_backend_name() == "sqlite"
+        # the engine of the write transactions
+        self.engine: Engine | AsyncEngine
         self._write_turn: asyncio.Lock | None = None
         # SQLite reads on the loop's thread through plain sqlite3; PostgreSQL in autocommit
         self._reads: Engine | AsyncEngine
@@ -337,13 +391,16 @@ class Database:
         self._hot_checkout: PoolProxiedConnection | None = None
         self._hot_pool: HotPool | None = None
         self._hot_engine: Engine | None = None
+        self._checkpointer: Checkpointer | None = None
         if self.is_sqlite:
-            self._reads = create_inline_reader_engine(self.engine.url)
-            self._hot_engine = create_inline_reader_engine(self.engine.url, pool_size=1)
+            self._checkpointer = Checkpointer(url.database or "")
+            self.engine = create_sqlite_writer_engine(url)
+            self._reads = create_inline_reader_engine(url)
+            self._hot_engine = create_inline_reader_engine(url, pool_size=1)
             self._write_turn = asyncio.Lock()
-            self._writer = self.engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
         else:
-            self._reads = create_engine(
+            self.engine = create_postgres_engine(database_url, command_timeout_s=command_timeout_s)
+            self._reads = create_postgres_engine(
                 database_url, command_timeout_s=command_timeout_s, autocommit=True
             )
             self._hot_pool = HotPool(
@@ -353,7 +410,6 @@ class Database:
                 command_timeout_s=command_timeout_s,
                 acquire_timeout_s=POSTGRES_POOL_TIMEOUT_S,
             )
-            self._writer = self.engine
 
     def read(self) -> InlineReader | PostgresReader:
         """A connection for reading (``async with``); nothing it runs is in a transaction.
@@ -368,14 +424,29 @@ class Database:
         return InlineReader(self._reads, self._hot_sqlite)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
+    async def write(self) -> AsyncIterator[Writer]:
         """A transaction that commits when the block ends and rolls back on any error."""
-        if self._write_turn is None:
-            async with self._writer.begin() as connection:
+        if isinstance(self.engine, AsyncEngine):
+            async with self.engine.begin() as connection:
                 yield connection
             return
-        async with self._write_turn, self._writer.begin() as connection:
-            yield connection
+        assert self._write_turn is not None and self._checkpointer is not None
+        self._checkpointer.start()
+        async with self._write_turn:
+            with self.engine.connect() as connection:
+                raw = connection.connection.driver_connection
+                assert isinstance(raw, sqlite3.Connection)
+                await _begin_immediate(raw, connection.dialect)
+                try:
+                    yield InlineWriter(connection)
+                except BaseException:
+                    connection.rollback()
+                    if raw.in_transaction:  # nothing ran: SQLAlchemy began nothing
+                        raw.rollback()
+                    raise
+                connection.commit()
+                if raw.in_transaction:
+                    raw.commit()
 
     def _hot_sqlite(self) -> sqlite3.Connection:
         """The hot statements' own connection (the read pool's pragmas), opened once."""
@@ -395,7 +466,12 @@ class Database:
         return usage
 
     async def dispose(self) -> None:
-        await self.engine.dispose()
+        if isinstance(self.engine, AsyncEngine):
+            await self.engine.dispose()
+        else:
+            self.engine.dispose()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         if self._hot_pool is not None:
             await self._hot_pool.close()
         if isinstance(self._reads, AsyncEngine):

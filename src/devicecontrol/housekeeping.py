@@ -16,12 +16,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from devicecontrol import housekeeping_repository as repository
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
-from devicecontrol.db import Database
+from devicecontrol.db import Database, Writer
 from devicecontrol.devices import lifecycle, readings_repository
 
 PURGE_BATCH_ROWS = 5000
@@ -52,7 +50,7 @@ def longest_throttle_window(settings: Settings) -> timedelta:
     return timedelta(seconds=max(rule.window_s for rule in rules))
 
 
-DeleteBatch = Callable[[AsyncConnection, int], Awaitable[int]]
+DeleteBatch = Callable[[Writer, int], Awaitable[int]]
 
 
 async def _delete_in_batches(database: Database, delete_batch: DeleteBatch) -> int:

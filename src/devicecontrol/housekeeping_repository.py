@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Table, delete, exists, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.db import Writer
 from devicecontrol.tables import access_tokens, refresh_tokens, throttle_failures
 
 
@@ -20,16 +20,14 @@ def _expired_or_revoked(table: Table, now: datetime) -> ColumnElement[bool]:
 
 
 async def _delete_some(
-    connection: AsyncConnection, table: Table, condition: ColumnElement[bool], limit: int
+    connection: Writer, table: Table, condition: ColumnElement[bool], limit: int
 ) -> int:
     batch = select(table.c.id).where(condition).limit(limit).scalar_subquery()
     result = await connection.execute(delete(table).where(table.c.id.in_(batch)))
     return result.rowcount
 
 
-async def delete_dead_access_tokens(
-    connection: AsyncConnection, now: datetime, *, limit: int
-) -> int:
+async def delete_dead_access_tokens(connection: Writer, now: datetime, *, limit: int) -> int:
     """Access tokens expired or revoked by ``now``."""
     return await _delete_some(
         connection, access_tokens, _expired_or_revoked(access_tokens, now), limit
@@ -37,7 +35,7 @@ async def delete_dead_access_tokens(
 
 
 async def delete_dead_unreferenced_refresh_tokens(
-    connection: AsyncConnection, now: datetime, *, limit: int
+    connection: Writer, now: datetime, *, limit: int
 ) -> int:
     """Refresh tokens expired or revoked by ``now`` that no access token was issued from."""
     referenced = exists().where(access_tokens.c.refresh_token_id == refresh_tokens.c.id)
@@ -45,9 +43,7 @@ async def delete_dead_unreferenced_refresh_tokens(
     return await _delete_some(connection, refresh_tokens, condition, limit)
 
 
-async def delete_throttle_failures(
-    connection: AsyncConnection, *, until: datetime, limit: int
-) -> int:
+async def delete_throttle_failures(connection: Writer, *, until: datetime, limit: int) -> int:
     """Throttle failures recorded at or before ``until``."""
     condition = throttle_failures.c.created_at <= until
     return await _delete_some(connection, throttle_failures, condition, limit)

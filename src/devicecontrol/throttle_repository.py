@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import BigInteger, delete, func, insert, literal, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.tables import throttle_failures
 
 
@@ -28,15 +27,13 @@ async def failure_times(
     return list((await connection.execute(query)).scalars())
 
 
-async def lock_keys(connection: AsyncConnection, keys: Sequence[int]) -> None:
+async def lock_keys(connection: Writer, keys: Sequence[int]) -> None:
     """PostgreSQL transaction-scoped advisory locks on these keys, in the order given."""
     for key in keys:
         await connection.execute(select(func.pg_advisory_xact_lock(literal(key, BigInteger))))
 
 
-async def insert_failure(
-    connection: AsyncConnection, scope: str, subject_digest: str, now: datetime
-) -> int:
+async def insert_failure(connection: Writer, scope: str, subject_digest: str, now: datetime) -> int:
     result = await connection.execute(
         insert(throttle_failures)
         .values(scope=scope, subject_digest=subject_digest, created_at=now)
@@ -45,13 +42,13 @@ async def insert_failure(
     return result.scalar_one()
 
 
-async def delete_failures(connection: AsyncConnection, failure_ids: Sequence[int]) -> None:
+async def delete_failures(connection: Writer, failure_ids: Sequence[int]) -> None:
     await connection.execute(
         delete(throttle_failures).where(throttle_failures.c.id.in_(failure_ids))
     )
 
 
-async def delete_failures_of(connection: AsyncConnection, scope: str, subject_digest: str) -> None:
+async def delete_failures_of(connection: Writer, scope: str, subject_digest: str) -> None:
     await connection.execute(
         delete(throttle_failures).where(
             throttle_failures.c.scope == scope,

@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from devicecontrol import throttle_repository
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import ThrottleRule
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.errors import TooManyRequests
 from devicecontrol.observability.metrics import THROTTLED
 
@@ -49,7 +47,7 @@ async def _seconds_until_allowed(
     return max(1, int((frees_a_slot + window - now).total_seconds()) + 1)
 
 
-async def _lock_subjects(connection: AsyncConnection, subjects: Sequence[Subject]) -> None:
+async def _lock_subjects(connection: Writer, subjects: Sequence[Subject]) -> None:
     """Hold the subjects until the transaction ends, so their checks run one at a time.
 
     SQLite write transactions are already one at a time. The PostgreSQL locks are taken in
@@ -63,7 +61,7 @@ async def _lock_subjects(connection: AsyncConnection, subjects: Sequence[Subject
 
 
 async def ensure_allowed(
-    connection: AsyncConnection,
+    connection: Writer,
     checks: Sequence[tuple[Subject, ThrottleRule]],
     now: datetime,
     *,
@@ -95,7 +93,7 @@ async def seconds_until_allowed(
 
 
 async def record_failures(
-    connection: AsyncConnection, subjects: Sequence[Subject], now: datetime
+    connection: Writer, subjects: Sequence[Subject], now: datetime
 ) -> list[int]:
     """One failure row per subject; their ids, for ``forget_failures``."""
     return [
@@ -104,11 +102,11 @@ async def record_failures(
     ]
 
 
-async def forget_failures(connection: AsyncConnection, failure_ids: Sequence[int]) -> None:
+async def forget_failures(connection: Writer, failure_ids: Sequence[int]) -> None:
     """Remove failures recorded in advance for an attempt that then succeeded."""
     await throttle_repository.delete_failures(connection, failure_ids)
 
 
-async def clear_failures(connection: AsyncConnection, subject: Subject) -> None:
+async def clear_failures(connection: Writer, subject: Subject) -> None:
     scope, name = subject
     await throttle_repository.delete_failures_of(connection, scope, digest(name))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devicecontrol import housekeeping
 from devicecontrol.auth import tokens
@@ -404,7 +405,9 @@ def count_deletes(runtime: Runtime, verb: str = "DELETE") -> list[tuple[str, int
         elif verb == "UPDATE" and words[:1] == ["UPDATE"]:
             seen.append((words[1].strip('"'), cursor.rowcount))
 
-    event.listen(runtime.database.engine.sync_engine, "after_cursor_execute", after_cursor_execute)
+    engine = runtime.database.engine
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    event.listen(sync_engine, "after_cursor_execute", after_cursor_execute)
     return seen
 
 

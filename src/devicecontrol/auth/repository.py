@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Row, bindparam, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.prepared import Prepared
 from devicecontrol.tables import access_tokens, clients, refresh_tokens, users
 
@@ -19,14 +18,14 @@ async def find_client(connection: Reader, client_id: str) -> Row | None:
 
 
 async def insert_client(
-    connection: AsyncConnection, *, client_id: str, secret_digest: str, now: datetime
+    connection: Writer, *, client_id: str, secret_digest: str, now: datetime
 ) -> None:
     await connection.execute(
         insert(clients).values(client_id=client_id, secret_digest=secret_digest, created_at=now)
     )
 
 
-async def find_login_user(connection: AsyncConnection, username_key: str) -> Row | None:
+async def find_login_user(connection: Writer, username_key: str) -> Row | None:
     query = select(users.c.id, users.c.password_hash, users.c.disabled_at).where(
         users.c.username_key == username_key
     )
@@ -34,7 +33,7 @@ async def find_login_user(connection: AsyncConnection, username_key: str) -> Row
 
 
 async def insert_refresh_token(
-    connection: AsyncConnection,
+    connection: Writer,
     *,
     token_digest: str,
     user_id: int,
@@ -57,7 +56,7 @@ async def insert_refresh_token(
 
 
 async def insert_access_token(
-    connection: AsyncConnection,
+    connection: Writer,
     *,
     token_digest: str,
     user_id: int,
@@ -79,7 +78,7 @@ async def insert_access_token(
 
 
 async def find_live_refresh_token(
-    connection: AsyncConnection, token_digest: str, now: datetime
+    connection: Writer, token_digest: str, now: datetime
 ) -> Row | None:
     """The unexpired, unrevoked refresh token with this digest, if its user is still active.
 
@@ -134,7 +133,7 @@ async def find_live_access_token(
     return (await prepared.execute(connection, _LIVE_ACCESS_TOKEN, parameters)).first()
 
 
-async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: datetime) -> None:
+async def revoke_tokens_of_user(connection: Writer, user_id: int, now: datetime) -> None:
     """Refresh tokens first: a renew holding one (``FOR UPDATE``) finishes before they are
     revoked, and the access tokens it issued are then caught by the second statement."""
     for table in (refresh_tokens, access_tokens):
@@ -146,7 +145,7 @@ async def revoke_tokens_of_user(connection: AsyncConnection, user_id: int, now: 
 
 
 async def revoke_access_token(
-    connection: AsyncConnection, token_digest: str, client_pk: int, now: datetime
+    connection: Writer, token_digest: str, client_pk: int, now: datetime
 ) -> bool:
     """Revoke the client's own access token with this digest; False if there is none."""
     result = await connection.execute(
@@ -162,7 +161,7 @@ async def revoke_access_token(
 
 
 async def revoke_refresh_token(
-    connection: AsyncConnection, token_digest: str, client_pk: int, now: datetime
+    connection: Writer, token_digest: str, client_pk: int, now: datetime
 ) -> bool:
     """Revoke the client's own refresh token and every access token issued from it."""
     refresh_id = (

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import throttling
 from devicecontrol.auth import repository, tokens
@@ -19,7 +18,7 @@ from devicecontrol.auth.passwords import (
 )
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import utcnow
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.errors import OAuthError, Unauthenticated
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
@@ -46,7 +45,7 @@ def _invalid_client() -> OAuthError:
 
 
 async def _admit_client(
-    connection: AsyncConnection,
+    connection: Writer,
     runtime: Runtime,
     credentials: ClientCredentials,
     event: AuditEvent,
@@ -82,7 +81,7 @@ async def _admit_client(
 
 
 async def _admit_login(
-    connection: AsyncConnection, runtime: Runtime, *, by_username: Subject, by_address: Subject
+    connection: Writer, runtime: Runtime, *, by_username: Subject, by_address: Subject
 ) -> tuple[list[int], Row | None]:
     """Throttle check for a password attempt, recorded as a failure until it proves right.
 
@@ -117,7 +116,7 @@ async def _check_password(runtime: Runtime, user: Row | None, password: str) -> 
 
 
 async def _issue_access_token(
-    connection: AsyncConnection,
+    connection: Writer,
     runtime: Runtime,
     *,
     user_id: int,

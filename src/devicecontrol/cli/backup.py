@@ -15,7 +15,7 @@ import click
 
 from devicecontrol.cli.core import OperatorError, database_option
 from devicecontrol.config import SettingsError, load_settings
-from devicecontrol.db import async_url
+from devicecontrol.db import driver_url
 
 # the backup's read snapshot waits at most this long for a lock (WAL readers rarely wait)
 SOURCE_BUSY_TIMEOUT_S = 10.0
@@ -24,7 +24,7 @@ SOURCE_BUSY_TIMEOUT_S = 10.0
 def sqlite_file(database_url: str | None) -> Path:
     """The file behind the operator's (or the environment's) URL; other databases are refused."""
     try:
-        url = async_url(load_settings().with_database_url(database_url).database_url)
+        url = driver_url(load_settings().with_database_url(database_url).database_url)
     except SettingsError as exc:
         raise OperatorError(str(exc)) from None
     if url.get_backend_name() != "sqlite":

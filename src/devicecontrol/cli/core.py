@@ -98,12 +98,9 @@ def run_with_database(
 
 
 def _check_sqlite_file(runtime: Runtime) -> None:
-    """Open an SQLite file once, synchronously, before the event loop starts.
-
-    When aiosqlite cannot open the file it stops its worker thread without waiting for it;
-    the thread then reports to an event loop that asyncio.run has already closed, and a
-    traceback lands on stderr after the one-line error. Failing here avoids that.
-    """
+    """Open an SQLite file once, synchronously, before the event loop starts: a file that
+    cannot be opened is one line on stderr before anything else runs (aiosqlite, the
+    driver before, once printed a traceback after it from its worker thread)."""
     if not runtime.database.is_sqlite:
         return
     try:

@@ -16,18 +16,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from devicecontrol.controllers import provisioning, registry_repository
 from devicecontrol.controllers.csvfile import open_rows
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
-from devicecontrol.db import Database
+from devicecontrol.db import Database, Writer
 from devicecontrol.devices import identity
 from devicecontrol.devices.link.mosquitto import dynsec
 from devicecontrol.errors import InvalidField
 from devicecontrol.runtime import Runtime
 
-BeforeCommit = Callable[[AsyncConnection], Awaitable[None]]
+BeforeCommit = Callable[[Writer], Awaitable[None]]
 
 
 class _PushedBeforeCommit:
@@ -42,7 +40,7 @@ class _PushedBeforeCommit:
         return getattr(self._database, name)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
+    async def write(self) -> AsyncIterator[Writer]:
         async with self._database.write() as connection:
             yield connection
             await self._before_commit(connection)
@@ -61,7 +59,7 @@ async def add_controller(runtime: Runtime, spec: ControllerSpec) -> None:
         return
     async with dynsec.DynamicSecurity(runtime.settings) as broker:
 
-        async def push(_: AsyncConnection) -> None:
+        async def push(_: Writer) -> None:
             await broker.run(dynsec.replace_account(spec.serial_number, secret))
 
         await provisioning.add_controller(_pushing(runtime, push), spec)
@@ -89,7 +87,7 @@ async def import_controllers(
         before = set(await registry_repository.controllers_by_serial(connection, serials))
     async with dynsec.DynamicSecurity(runtime.settings) as broker:
 
-        async def push(connection: AsyncConnection) -> None:
+        async def push(connection: Writer) -> None:
             registered = await registry_repository.controllers_by_serial(connection, serials)
             accounts = []
             for serial, secret in stated.items():

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.auth.clients import is_weak_secret
 from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.csvfile import NumberedRow
 from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
+from devicecontrol.db import Writer
 from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.errors import InvalidField
 from devicecontrol.users.identity import username_key
@@ -76,7 +76,7 @@ class BatchImport:
 
     def __init__(
         self,
-        connection: AsyncConnection,
+        connection: Writer,
         report: ImportReport,
         *,
         now: datetime,

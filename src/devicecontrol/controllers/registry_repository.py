@@ -13,11 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, func, insert, literal, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from devicecontrol.controllers.repository import assignment_snapshot
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.tables import controller_assignments, controllers, users
 
 # bound parameters per IN list: far below SQLite's (32766) and PostgreSQL's (65535) limits
@@ -68,15 +67,13 @@ async def accounts_by_key(connection: Reader, keys: Sequence[str]) -> dict[str, 
     return found
 
 
-async def insert_controllers(connection: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+async def insert_controllers(connection: Writer, rows: list[dict[str, Any]]) -> None:
     """One executemany, in the list's order: ids follow it (registration order)."""
     if rows:
         await connection.execute(insert(controllers), rows)
 
 
-async def insert_owners_records(
-    connection: AsyncConnection, serials: Sequence[str], now: datetime
-) -> None:
+async def insert_owners_records(connection: Writer, serials: Sequence[str], now: datetime) -> None:
     """The active assignment record of each of these owned controllers, from its own row."""
     snapshot = assignment_snapshot(
         controllers.c, user_id=controllers.c.user_id, room_id=controllers.c.room_id, now=now

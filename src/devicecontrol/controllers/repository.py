@@ -22,11 +22,10 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
 from devicecontrol.auth.repository import LIVE_ACCESS_TOKENS, live_access_token
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
 from devicecontrol.devices.repository import last_params_of_current_owner
 from devicecontrol.prepared import Prepared
@@ -209,7 +208,7 @@ async def find_by_serial(
     return (await connection.execute(query)).first()
 
 
-async def claim_if_unowned(connection: AsyncConnection, controller_id: int, user_id: int) -> bool:
+async def claim_if_unowned(connection: Writer, controller_id: int, user_id: int) -> bool:
     """Give an unowned controller to user_id; False when someone else got it first."""
     result = await connection.execute(
         update(controllers)
@@ -220,7 +219,7 @@ async def claim_if_unowned(connection: AsyncConnection, controller_id: int, user
 
 
 async def transfer_if_owned(
-    connection: AsyncConnection, controller_id: int, *, from_user_id: int, to_user_id: int
+    connection: Writer, controller_id: int, *, from_user_id: int, to_user_id: int
 ) -> bool:
     """Move a controller between owners (its room stays behind); False if not from_user's."""
     result = await connection.execute(
@@ -231,7 +230,7 @@ async def transfer_if_owned(
     return result.rowcount == 1
 
 
-async def release_if_owned(connection: AsyncConnection, controller_id: int, user_id: int) -> bool:
+async def release_if_owned(connection: Writer, controller_id: int, user_id: int) -> bool:
     """Make the owner's controller unowned (and roomless); False if it is not user_id's."""
     result = await connection.execute(
         update(controllers)
@@ -241,7 +240,7 @@ async def release_if_owned(connection: AsyncConnection, controller_id: int, user
     return result.rowcount == 1
 
 
-async def delete_automations(connection: AsyncConnection, controller_id: int) -> None:
+async def delete_automations(connection: Writer, controller_id: int) -> None:
     """Delete the controller's geofences and schedules (contract §12), in the transaction of
     a hand-over or release. Call it before the commands are failed: a schedule firing at
     that moment holds its row until it commits, so its command is there to be failed."""
@@ -249,7 +248,7 @@ async def delete_automations(connection: AsyncConnection, controller_id: int) ->
         await connection.execute(delete(table).where(table.c.controller_id == controller_id))
 
 
-async def find_active_assignment(connection: AsyncConnection, controller_id: int) -> Row | None:
+async def find_active_assignment(connection: Writer, controller_id: int) -> Row | None:
     query = select(controller_assignments).where(
         controller_assignments.c.controller_id == controller_id,
         controller_assignments.c.deleted_at.is_(None),
@@ -257,9 +256,7 @@ async def find_active_assignment(connection: AsyncConnection, controller_id: int
     return (await connection.execute(query)).first()
 
 
-async def close_active_assignment(
-    connection: AsyncConnection, controller_id: int, now: datetime
-) -> None:
+async def close_active_assignment(connection: Writer, controller_id: int, now: datetime) -> None:
     await connection.execute(
         update(controller_assignments)
         .where(
@@ -270,7 +267,7 @@ async def close_active_assignment(
     )
 
 
-async def close_assignment(connection: AsyncConnection, record_id: int, now: datetime) -> Row:
+async def close_assignment(connection: Writer, record_id: int, now: datetime) -> Row:
     """Set ``deleted_at`` on one record and return the record as it now stands."""
     result = await connection.execute(
         update(controller_assignments)
@@ -330,7 +327,7 @@ def assignment_snapshot(
 
 
 async def insert_assignment(
-    connection: AsyncConnection,
+    connection: Writer,
     controller: Row,
     *,
     user_id: int,
@@ -345,6 +342,6 @@ async def insert_assignment(
     return result.one()
 
 
-async def insert_controller(connection: AsyncConnection, values: dict[str, Any]) -> Row:
+async def insert_controller(connection: Writer, values: dict[str, Any]) -> Row:
     result = await connection.execute(insert(controllers).values(**values).returning(controllers))
     return result.one()

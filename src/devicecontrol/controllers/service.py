@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import throttling
 from devicecontrol.auth.schemas import Caller
@@ -18,6 +17,7 @@ from devicecontrol.clock import utcnow
 from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
+from devicecontrol.db import Writer
 from devicecontrol.devices import lifecycle
 from devicecontrol.devices import service as devices
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
@@ -124,7 +124,7 @@ async def controller_detail_as_bearer(
     return caller, _view(row)
 
 
-async def _current_or_new_record(connection: AsyncConnection, controller: Row, user_id: int) -> Row:
+async def _current_or_new_record(connection: Writer, controller: Row, user_id: int) -> Row:
     """The caller's active record; made now if an owner somehow has none."""
     record = await repository.find_active_assignment(connection, controller.id)
     if record is not None and record.user_id == user_id:

@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.clock import monotonic, utcnow
 from devicecontrol.controllers.identity import is_serial_number
+from devicecontrol.db import Writer
 from devicecontrol.devices import command_status, lifecycle, repository
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.errors import InvalidField, NotFound, TooManyRequests
@@ -110,7 +110,7 @@ async def create_command(
 
 
 async def insert_queued(
-    connection: AsyncConnection,
+    connection: Writer,
     device: OwnedDevice,
     *,
     name: str,

@@ -8,8 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from devicecontrol.db import Writer
 from devicecontrol.devices import repository
 from devicecontrol.devices.command_status import (
     EXPIRED,
@@ -32,7 +31,7 @@ def shown_status(status: str, expires_at: datetime, now: datetime) -> CommandSta
 
 
 async def transition(
-    connection: AsyncConnection,
+    connection: Writer,
     command_id: int,
     target: CommandStatus,
     *,
@@ -60,7 +59,7 @@ async def transition(
 
 
 async def fail_all_for_owner_change(
-    connection: AsyncConnection, controller_id: int, *, now: datetime
+    connection: Writer, controller_id: int, *, now: datetime
 ) -> int:
     """A hand-over or release: the unfinished commands of the old ownership end, failed."""
     failed = await repository.fail_unexpired(
@@ -70,9 +69,7 @@ async def fail_all_for_owner_change(
     return failed
 
 
-async def expire_all_overdue(
-    connection: AsyncConnection, *, now: datetime, limit: int | None = None
-) -> int:
+async def expire_all_overdue(connection: Writer, *, now: datetime, limit: int | None = None) -> int:
     """Store ``expired`` for what reads already show as expired (housekeeping); ``limit``
     caps one call, so that a purge can go in short transactions."""
     expired = await repository.expire_overdue(

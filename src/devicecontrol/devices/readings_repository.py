@@ -9,9 +9,8 @@ from typing import Any
 
 from sqlalchemy import Row, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
 from devicecontrol.tables import controllers, latest_readings, readings
 
@@ -74,7 +73,7 @@ async def list_readings(
     return list(await connection.execute(query))
 
 
-async def delete_readings_before(connection: AsyncConnection, cutoff: datetime, limit: int) -> int:
+async def delete_readings_before(connection: Writer, cutoff: datetime, limit: int) -> int:
     """Delete up to ``limit`` readings older than ``cutoff`` (never a controller's latest)."""
     batch = (
         select(readings.c.id)
@@ -103,7 +102,7 @@ async def recent_payloads(connection: Reader, controller_id: int, limit: int) ->
 LATEST_FIELDS = ("reading_id", "assignment_id", "payload", "created_at")
 
 
-async def insert_readings(connection: AsyncConnection, arrived: Sequence[ArrivedReading]) -> None:
+async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading]) -> None:
     """Store a batch of readings (in arrival order) and make each controller's newest its
     latest: one multi-row INSERT for the history, one upsert of the latest readings and one
     update of ``last_seen``, each with all the batch's controllers at once.
@@ -112,15 +111,12 @@ async def insert_readings(connection: AsyncConnection, arrived: Sequence[Arrived
     ordered by arrival, never by second-precision timestamps.
     """
     controller_ids = sorted({a.controller_id for a in arrived})
-    owners = dict(
-        (
-            await connection.execute(
-                select(controllers.c.id, ACTIVE_ASSIGNMENT).where(
-                    controllers.c.id.in_(controller_ids)
-                )
-            )
-        ).all()
+    owned = await connection.execute(
+        select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).where(
+            controllers.c.id.in_(controller_ids)
+        )
     )
+    owners: dict[int, int | None] = {row.id: row.assignment_id for row in owned}
     rows: list[dict[str, Any]] = [
         {
             "controller_id": a.controller_id,

@@ -7,10 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, and_, bindparam, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.devices import command_status
 from devicecontrol.devices.command_status import EXPIRED, FAILED, QUEUED
 from devicecontrol.prepared import Prepared
@@ -101,9 +100,7 @@ async def find_owned_device(
     return row
 
 
-async def set_device_secret(
-    connection: AsyncConnection, serial_number: str, secret_digest: str
-) -> bool:
+async def set_device_secret(connection: Writer, serial_number: str, secret_digest: str) -> bool:
     result = await connection.execute(
         update(controllers)
         .where(controllers.c.serial_number == serial_number)
@@ -123,7 +120,7 @@ async def secret_digests(connection: Reader, serial_numbers: Sequence[str]) -> d
 
 
 async def set_online(
-    connection: AsyncConnection, controller_id: int, *, online: bool, now: datetime
+    connection: Writer, controller_id: int, *, online: bool, now: datetime
 ) -> None:
     await connection.execute(
         update(controllers)
@@ -132,15 +129,13 @@ async def set_online(
     )
 
 
-async def touch_last_seen(connection: AsyncConnection, controller_id: int, now: datetime) -> None:
+async def touch_last_seen(connection: Writer, controller_id: int, now: datetime) -> None:
     await connection.execute(
         update(controllers).where(controllers.c.id == controller_id).values(last_seen=now)
     )
 
 
-async def set_presence(
-    connection: AsyncConnection, changes: dict[int, tuple[bool, datetime]]
-) -> None:
+async def set_presence(connection: Writer, changes: dict[int, tuple[bool, datetime]]) -> None:
     """Online (with ``last_seen`` = when it connected) or offline, for many at once."""
     online = [{"b_id": cid, "b_at": at} for cid, (is_on, at) in changes.items() if is_on]
     offline = [{"b_id": cid} for cid, (is_on, _) in changes.items() if not is_on]
@@ -175,7 +170,7 @@ async def active_assignment_id(connection: Reader, controller_id: int) -> int | 
     return (await connection.execute(query)).scalar_one_or_none()
 
 
-async def set_everyone_offline(connection: AsyncConnection) -> None:
+async def set_everyone_offline(connection: Writer) -> None:
     await connection.execute(
         update(controllers).where(controllers.c.online.is_(True)).values(online=False)
     )
@@ -200,7 +195,7 @@ COMMAND_COLUMNS = (
 )
 
 
-async def count_unfinished(connection: AsyncConnection, controller_id: int, now: datetime) -> int:
+async def count_unfinished(connection: Writer, controller_id: int, now: datetime) -> int:
     query = (
         select(func.count())
         .select_from(commands)
@@ -210,10 +205,11 @@ async def count_unfinished(connection: AsyncConnection, controller_id: int, now:
             commands.c.expires_at > now,
         )
     )
-    return (await connection.execute(query)).scalar_one()
+    count: int = (await connection.execute(query)).scalar_one()
+    return count
 
 
-async def insert_command(connection: AsyncConnection, values: dict[str, Any]) -> Row[Any]:
+async def insert_command(connection: Writer, values: dict[str, Any]) -> Row[Any]:
     result = await connection.execute(insert(commands).values(**values).returning(*COMMAND_COLUMNS))
     return result.one()
 
@@ -283,7 +279,7 @@ async def queued_commands_of(
 
 
 async def move_command(
-    connection: AsyncConnection,
+    connection: Writer,
     command_id: int,
     *,
     from_statuses: Sequence[str],
@@ -300,7 +296,7 @@ async def move_command(
 
 
 async def expire_overdue(
-    connection: AsyncConnection,
+    connection: Writer,
     *,
     from_statuses: Sequence[str],
     now: datetime,
@@ -324,7 +320,7 @@ async def expire_overdue(
 
 
 async def fail_unexpired(
-    connection: AsyncConnection,
+    connection: Writer,
     controller_id: int,
     *,
     from_statuses: Sequence[str],

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Row, delete, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.tables import controllers, geofences
 
 # a geofence as shown: its columns and its controller's serial number (``controller_id``)
@@ -37,13 +36,13 @@ async def find_owned(connection: Reader, user_id: int, geofence_id: int) -> Row 
     return (await connection.execute(query)).first()
 
 
-async def insert_geofence(connection: AsyncConnection, values: dict[str, Any]) -> int:
+async def insert_geofence(connection: Writer, values: dict[str, Any]) -> int:
     result = await connection.execute(insert(geofences).values(**values).returning(geofences.c.id))
     return result.scalar_one()
 
 
 async def update_geofence(
-    connection: AsyncConnection, user_id: int, geofence_id: int, values: dict[str, Any]
+    connection: Writer, user_id: int, geofence_id: int, values: dict[str, Any]
 ) -> bool:
     result = await connection.execute(
         update(geofences)
@@ -53,16 +52,14 @@ async def update_geofence(
     return result.rowcount == 1
 
 
-async def delete_geofence(connection: AsyncConnection, user_id: int, geofence_id: int) -> bool:
+async def delete_geofence(connection: Writer, user_id: int, geofence_id: int) -> bool:
     result = await connection.execute(
         delete(geofences).where(geofences.c.id == geofence_id, geofences.c.user_id == user_id)
     )
     return result.rowcount == 1
 
 
-async def move_inside(
-    connection: AsyncConnection, geofence_id: int, *, was: bool | None, now: bool
-) -> bool:
+async def move_inside(connection: Writer, geofence_id: int, *, was: bool | None, now: bool) -> bool:
     """Store the new inside/outside state if it still is ``was``: of two racing reports of
     one transition, exactly one moves it (and fires)."""
     stored = geofences.c.inside.is_(None) if was is None else geofences.c.inside == was

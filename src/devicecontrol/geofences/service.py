@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import automations
 from devicecontrol.bodies import check_string_fields
 from devicecontrol.clock import utcnow
+from devicecontrol.db import Writer
 from devicecontrol.devices import commands
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
 from devicecontrol.geofences import repository
@@ -129,7 +129,7 @@ async def create_geofence(runtime: Runtime, user_id: int, body: dict[str, Any]) 
         return await _reread(connection, user_id, new_id)
 
 
-async def _reread(connection: AsyncConnection, user_id: int, geofence_id: int) -> Row:
+async def _reread(connection: Writer, user_id: int, geofence_id: int) -> Row:
     row = await repository.find_owned(connection, user_id, geofence_id)
     assert row is not None  # written in this transaction
     return row

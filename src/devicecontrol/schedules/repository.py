@@ -12,9 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, delete, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.tables import controllers, countries, schedules, users
 
 # a schedule as shown: its columns and its controller's serial number and type
@@ -65,21 +64,19 @@ async def profile_time_zone(connection: Reader, user_id: int) -> str | None:
     return (await connection.execute(query)).scalar_one_or_none()
 
 
-async def insert_schedule(connection: AsyncConnection, values: dict[str, Any]) -> int:
+async def insert_schedule(connection: Writer, values: dict[str, Any]) -> int:
     result = await connection.execute(insert(schedules).values(**values).returning(schedules.c.id))
     return result.scalar_one()
 
 
-async def update_schedule(
-    connection: AsyncConnection, schedule_id: int, values: dict[str, Any]
-) -> bool:
+async def update_schedule(connection: Writer, schedule_id: int, values: dict[str, Any]) -> bool:
     result = await connection.execute(
         update(schedules).where(schedules.c.id == schedule_id).values(**values)
     )
     return result.rowcount == 1
 
 
-async def delete_schedule(connection: AsyncConnection, schedule_id: int) -> bool:
+async def delete_schedule(connection: Writer, schedule_id: int) -> bool:
     result = await connection.execute(delete(schedules).where(schedules.c.id == schedule_id))
     return result.rowcount == 1
 
@@ -104,7 +101,7 @@ async def earliest_firing(connection: Reader) -> datetime | None:
 
 
 async def claim_firing(
-    connection: AsyncConnection,
+    connection: Writer,
     schedule_id: int,
     *,
     at: datetime,
@@ -127,7 +124,7 @@ async def claim_firing(
 
 
 async def record_firing(
-    connection: AsyncConnection, schedule_id: int, *, fired_at: datetime, command_id: str
+    connection: Writer, schedule_id: int, *, fired_at: datetime, command_id: str
 ) -> None:
     await connection.execute(
         update(schedules)

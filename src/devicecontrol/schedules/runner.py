@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import automations
 from devicecontrol.clock import utcnow
+from devicecontrol.db import Writer
 from devicecontrol.devices import commands
 from devicecontrol.devices.commands import OwnedDevice
 from devicecontrol.errors import TooManyRequests, is_database_outage
@@ -59,7 +59,7 @@ def _following(row: Row) -> tuple[datetime | None, str | None]:
 
 async def _make_command(
     runtime: Runtime,
-    connection: AsyncConnection,
+    connection: Writer,
     row: Row,
     device: OwnedDevice | None,
     now: datetime,

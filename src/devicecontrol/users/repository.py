@@ -6,10 +6,9 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Row, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol import prepared
-from devicecontrol.db import Reader
+from devicecontrol.db import Reader, Writer
 from devicecontrol.geo import Place
 from devicecontrol.prepared import Prepared
 from devicecontrol.tables import controllers, countries, users
@@ -41,7 +40,7 @@ async def find_profile(connection: Reader, user_id: int) -> Row | None:
     return (await prepared.execute(connection, _PROFILE, {"user_id": user_id})).first()
 
 
-async def find_or_create_country(connection: AsyncConnection, place: Place) -> int:
+async def find_or_create_country(connection: Writer, place: Place) -> int:
     """One record per GeoNames city, shared by every user who lives there.
 
     Two transactions that create the same new city both insert it: the later insert waits
@@ -72,7 +71,7 @@ async def find_or_create_country(connection: AsyncConnection, place: Place) -> i
 
 
 async def insert_user(
-    connection: AsyncConnection,
+    connection: Writer,
     *,
     username: str,
     username_key: str,
@@ -100,25 +99,25 @@ async def insert_user(
     return result.scalar_one()
 
 
-async def find_user(connection: AsyncConnection, username_key: str) -> Row | None:
+async def find_user(connection: Writer, username_key: str) -> Row | None:
     query = select(users.c.id, users.c.disabled_at).where(users.c.username_key == username_key)
     return (await connection.execute(query)).first()
 
 
-async def find_active_user_id(connection: AsyncConnection, username_key: str) -> int | None:
+async def find_active_user_id(connection: Writer, username_key: str) -> int | None:
     query = select(users.c.id).where(
         users.c.username_key == username_key, users.c.disabled_at.is_(None)
     )
     return (await connection.execute(query)).scalar_one_or_none()
 
 
-async def set_password_hash(connection: AsyncConnection, user_id: int, password_hash: str) -> None:
+async def set_password_hash(connection: Writer, user_id: int, password_hash: str) -> None:
     await connection.execute(
         update(users).where(users.c.id == user_id).values(password_hash=password_hash)
     )
 
 
-async def disable(connection: AsyncConnection, user_id: int, now: datetime) -> None:
+async def disable(connection: Writer, user_id: int, now: datetime) -> None:
     await connection.execute(
         update(users)
         .where(users.c.id == user_id, users.c.disabled_at.is_(None))

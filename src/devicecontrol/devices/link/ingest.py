@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from devicecontrol.clock import utcnow
+from devicecontrol.db import Writer
 from devicecontrol.devices import commands, readings, readings_repository, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.limits import drop
@@ -200,9 +199,7 @@ class Ingest:
         DEVICE_INGEST_FAILING.set(1)
 
 
-async def _without_stored_redeliveries(
-    connection: AsyncConnection, group: list[Arrival]
-) -> list[Arrival]:
+async def _without_stored_redeliveries(connection: Writer, group: list[Arrival]) -> list[Arrival]:
     """The group less the redeliveries already stored: a DUP reading equal to one of its
     device's newest stored ones is the same message, whose PUBACK a crash lost (results
     need no such check: a finished command never changes)."""
