@@ -431,7 +431,6 @@ class Database:
                 yield connection
             return
         assert self._write_turn is not None and self._checkpointer is not None
-        self._checkpointer.start()
         async with self._write_turn:
             with self.engine.connect() as connection:
                 raw = connection.connection.driver_connection
@@ -447,6 +446,7 @@ class Database:
                 connection.commit()
                 if raw.in_transaction:
                     raw.commit()
+        self._checkpointer.start()  # this process writes: it checkpoints from now on
 
     def _hot_sqlite(self) -> sqlite3.Connection:
         """The hot statements' own connection (the read pool's pragmas), opened once."""

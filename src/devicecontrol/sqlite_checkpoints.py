@@ -50,7 +50,11 @@ class Checkpointer:
         self._stopping.clear()
 
     def _run(self) -> None:
-        connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            connection = sqlite3.connect(self._path, isolation_level=None)
+        except sqlite3.Error as exc:  # gone since the write that started this thread
+            logger.warning("cannot checkpoint the SQLite database: %s", exc)
+            return
         try:
             connection.execute("PRAGMA busy_timeout = 0")  # passive: never wait
             while not self._stopping.wait(CHECKPOINT_EVERY_S):

@@ -118,8 +118,12 @@ controllers = Table(
     # device cannot connect until an operator gives it one), and when it was last heard from
     Column("device_secret_digest", String(DIGEST_LENGTH), nullable=True),
     Column("last_seen", DateTime, nullable=True),
+    # when rotate-secret last changed the secret: the link reads the lately rotated ones
+    # every second, not every connected device's
+    Column("device_secret_changed_at", DateTime, nullable=True),
     # the owner's list is read in registration order: (user_id, id) serves it from the index
     Index("ix_controllers_user_id_id", "user_id", "id"),
+    Index("ix_controllers_device_secret_changed_at", "device_secret_changed_at"),
 )
 
 controller_assignments = Table(

@@ -28,6 +28,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
 
+from devicecontrol.clock import utcnow
 from devicecontrol.devices import commands, identity, repository
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.process import build_link
@@ -47,7 +48,7 @@ async def provision(
     await make_controller(runtime, serial, owner=owner)
     async with runtime.database.write() as connection:
         await repository.set_device_secret(
-            connection, serial, identity.device_secret_digest(secret)
+            connection, serial, identity.device_secret_digest(secret), utcnow()
         )
 
 

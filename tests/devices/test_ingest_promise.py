@@ -19,6 +19,7 @@ import aiomqtt
 import msgspec
 from sqlalchemy import select
 
+from devicecontrol.clock import utcnow
 from devicecontrol.devices import identity, repository
 from devicecontrol.tables import controllers, readings
 from tests.devices.link_support import SECRET, eventually, writes_locked
@@ -43,7 +44,7 @@ async def provision(database_url: str) -> None:
             await make_controller(runtime, serial(n))
             async with runtime.database.write() as connection:
                 await repository.set_device_secret(
-                    connection, serial(n), identity.device_secret_digest(SECRET)
+                    connection, serial(n), identity.device_secret_digest(SECRET), utcnow()
                 )
 
 

@@ -18,6 +18,7 @@ import aiomqtt
 import httpx
 import msgspec
 
+from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.devices import identity, repository
 from devicecontrol.runtime import Runtime
@@ -62,7 +63,7 @@ async def provision(database_url: str) -> None:
         await make_controller(runtime, SERIAL, owner=OWNER)
         async with runtime.database.write() as connection:
             await repository.set_device_secret(
-                connection, SERIAL, identity.device_secret_digest(SECRET)
+                connection, SERIAL, identity.device_secret_digest(SECRET), utcnow()
             )
 
 

@@ -116,7 +116,7 @@ async def rotate_device_secret(
     secret = new_device_secret()
     async with runtime.database.write() as connection:
         if not is_serial_number(serial_number) or not await repository.set_device_secret(
-            connection, serial_number, device_secret_digest(secret)
+            connection, serial_number, device_secret_digest(secret), utcnow()
         ):
             raise NotFound(f"no controller has the serial number {serial_number}")
         if before_commit is not None:

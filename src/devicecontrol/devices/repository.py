@@ -100,21 +100,21 @@ async def find_owned_device(
     return row
 
 
-async def set_device_secret(connection: Writer, serial_number: str, secret_digest: str) -> bool:
+async def set_device_secret(
+    connection: Writer, serial_number: str, secret_digest: str, now: datetime
+) -> bool:
     result = await connection.execute(
         update(controllers)
         .where(controllers.c.serial_number == serial_number)
-        .values(device_secret_digest=secret_digest)
+        .values(device_secret_digest=secret_digest, device_secret_changed_at=now)
     )
     return result.rowcount > 0
 
 
-async def secret_digests(connection: Reader, serial_numbers: Sequence[str]) -> dict[str, Any]:
-    """Each serial's current secret digest (absent: no such controller any more)."""
-    if not serial_numbers:
-        return {}
+async def secrets_changed_since(connection: Reader, since: datetime) -> dict[str, Any]:
+    """The current secret digest of each controller whose secret changed since then."""
     query = select(controllers.c.serial_number, controllers.c.device_secret_digest).where(
-        controllers.c.serial_number.in_(list(serial_numbers))
+        controllers.c.device_secret_changed_at >= since
     )
     return {row.serial_number: row.device_secret_digest for row in await connection.execute(query)}
 

@@ -16,7 +16,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
+from devicecontrol.clock import utcnow
 from devicecontrol.devices import identity, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.device_log import DeviceEventLog
@@ -37,6 +39,9 @@ from devicecontrol.runtime import Runtime
 __all__ = ["DeviceConnection", "DeviceLink", "LinkError"]
 
 WATCH_S = 1.0  # a rotated secret closes its connection this soon
+# each check reads the secrets changed since a minute before the last one: a rotation
+# stamped by a clock up to that much behind the link's is still seen
+ROTATION_LOOKBACK = timedelta(minutes=1)
 # CONNECTs proved at once: PostgreSQL's read pool holds 5 connections, and a burst (every
 # device after a restart) must queue here, not time out on the pool and be refused
 PROVING_AT_ONCE = 4
@@ -61,6 +66,7 @@ class DeviceLink:
         self._live: set[DeviceConnection] = set()  # not ended yet, taken-over ones included
         self._tasks: list[asyncio.Task[None]] = []
         self._failing: set[str] = set()  # periodic tasks failing now (logged once)
+        self._secrets_checked_at = utcnow()  # the secrets rotated before are not in use
         self._proving = asyncio.Semaphore(PROVING_AT_ONCE)
         self.rate = MessageRate(runtime.settings.device_message_rate)
         self.mailbox = Mailbox()
@@ -292,15 +298,16 @@ class DeviceLink:
                 self._failed("check device secrets")
 
     async def _close_rotated(self) -> None:
-        live = list(self._connections.values())
-        if not live:
-            return
+        """Close the connections made with a secret rotated since (a minute before) the
+        last check: one indexed read of the few secrets changed lately, however many
+        devices are connected (reading all of theirs stopped the loop for tens of ms)."""
+        now = utcnow()
+        since = self._secrets_checked_at - ROTATION_LOOKBACK
         async with self.runtime.database.read() as database:
-            digests = await repository.secret_digests(
-                database, [c.identity.serial_number for c in live]
-            )
-        for connection in live:
-            device = connection.identity
-            if digests.get(device.serial_number) != device.secret_digest:
+            changed = await repository.secrets_changed_since(database, since)
+        self._secrets_checked_at = now
+        for serial_number, digest in changed.items():
+            connection = self._connections.get(serial_number)
+            if connection is not None and connection.identity.secret_digest != digest:
                 _log("device_secret_changed", connection)
                 await self.broker.close_connection(connection)

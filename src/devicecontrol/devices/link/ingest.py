@@ -1,11 +1,11 @@
 """Device messages to the database in batches (group commit), acknowledged only after.
 
 Every accepted ``state`` message joins the readings queue, every ``commands/result`` the
-results queue, in arrival order; together they are bounded. One writer takes what has
-gathered and stores it: results first, each in a transaction of its own (a command's
-round trip waits on it, and a result is one row), then up to ``BATCH`` readings in one
-transaction (one multi-row INSERT, each controller's latest reading and ``last_seen``
-written once).
+results queue, in arrival order; together they are bounded. Two writers store them side
+by side: the results', each in a transaction of its own (a command's round trip waits on
+it, and a result is one row), and the readings', up to ``BATCH`` of what has gathered in
+one transaction (one multi-row INSERT, each controller's latest reading and ``last_seen``
+written once), after any online and offline noted meanwhile.
 A message's future is resolved once its transaction has committed; the broker sends the
 PUBACK of a QoS 1 message only then (contract §9, Readings).
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -63,7 +64,8 @@ class Ingest:
         self.round_trips = round_trips
         self._readings: deque[Arrival] = deque()
         self._results: deque[Arrival] = deque()
-        self._arrived = asyncio.Event()  # the writer has something to do
+        self._arrived_result = asyncio.Event()  # the results' writer has something to do
+        self._arrived_reading = asyncio.Event()  # the readings' writer has
         self._room = asyncio.Event()  # the queue is below its capacity
         self._room.set()
         self._idle = asyncio.Event()  # nothing queued, nothing being written
@@ -99,10 +101,14 @@ class Ingest:
             stored.set_result(None)
             return stored
         arrival = Arrival(device, kind, content, utcnow(), stored, redelivery)
-        (self._readings if kind == topics.STATE else self._results).append(arrival)
+        if kind == topics.STATE:
+            self._readings.append(arrival)
+            self._arrived_reading.set()
+        else:
+            self._results.append(arrival)
+            self._arrived_result.set()
         DEVICE_INGEST_QUEUED.set(self._queued())
         self._idle.clear()
-        self._arrived.set()
         return stored
 
     def presence(self, controller_id: int, *, online: bool) -> None:
@@ -111,7 +117,7 @@ class Ingest:
         self._presence[controller_id] = (online, utcnow())
         self._presence_written.clear()
         self._idle.clear()
-        self._arrived.set()
+        self._arrived_reading.set()
 
     async def presence_written(self) -> None:
         """Wait until every online and offline noted so far is in the database (the link
@@ -123,28 +129,49 @@ class Ingest:
         await self._idle.wait()
 
     async def run(self) -> None:
-        """The writer: store the head of the queue, again and again."""
+        """The writers, side by side: results one at a time (a ``?wait`` hangs on each),
+        and presence with the readings in batches. On PostgreSQL a result never waits for
+        the batch in progress; on SQLite for a batch's statements at most (the write lock)."""
+        await asyncio.gather(self._write_results(), self._write_readings())
+
+    async def _write_results(self) -> None:
         while True:
-            if not self._readings and not self._results and not self._presence:
-                self._idle.set()
-                self._arrived.clear()
-                await self._arrived.wait()
+            if not self._results:
+                self._arrived_result.clear()
+                await self._arrived_result.wait()
                 continue
-            try:
-                if self._presence:
-                    await self._store_presence()
-                while self._results:
-                    await self._store_result(self._results[0])
-                if self._readings:
-                    await self._store_readings()
-            except Exception:
-                self._failed()
-                await asyncio.sleep(RETRY_S)
+            await self._attempt(self._store_result, self._results[0])
+
+    async def _write_readings(self) -> None:
+        while True:
+            if not self._readings and not self._presence:
+                self._arrived_reading.clear()
+                await self._arrived_reading.wait()
                 continue
-            if self._failing:
-                logger.warning("the device link stores device messages again")
-                self._failing = False
-                DEVICE_INGEST_FAILING.set(0)
+            if self._presence and not await self._attempt(self._store_presence):
+                continue
+            if self._readings:
+                await self._attempt(self._store_readings)
+
+    async def _attempt(self, store: Callable[..., Awaitable[None]], *args: Any) -> bool:
+        """One transaction; on failure what it held stays queued, tried again after
+        ``RETRY_S`` (False)."""
+        try:
+            await store(*args)
+        except Exception:
+            self._failed()
+            await asyncio.sleep(RETRY_S)
+            return False
+        if self._failing:
+            logger.warning("the device link stores device messages again")
+            self._failing = False
+            DEVICE_INGEST_FAILING.set(0)
+        self._check_idle()
+        return True
+
+    def _check_idle(self) -> None:
+        if not self._readings and not self._results and not self._presence:
+            self._idle.set()
 
     async def _store_presence(self) -> None:
         written = dict(self._presence)
