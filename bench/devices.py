@@ -43,6 +43,7 @@ from sqlalchemy import func, select
 
 from bench.brokers import mosquitto_broker
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
+from bench.fleet_mosquitto import fleet_mosquitto
 from bench.profiler import py_spy_path
 from bench.servers import free_port
 from devicecontrol.db import Database
@@ -335,7 +336,12 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q * 100) - 1] if len(values) > 1 else values[0]
 
 
-async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes], args) -> dict:
+async def measure(
+    base_url: str,
+    mqtt_port: int,
+    serve: subprocess.Popen[bytes],
+    args: argparse.Namespace,
+) -> dict:
     database_url = args.database_url
     rss_before = link_rss_bytes(serve)
     devices = [Device(n, mqtt_port) for n in range(args.devices)]
@@ -379,6 +385,7 @@ async def measure(base_url: str, mqtt_port: int, serve: subprocess.Popen[bytes],
     latencies = [x for d in devices for x in d.latencies]
     return {
         "backend": args.backend,
+        "broker": args.broker,
         "devices": args.devices,
         "connect_s": connect_s,
         "offered_per_s": sent / args.seconds,
@@ -441,6 +448,33 @@ async def mosquitto_ceiling(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def run_serve(
+    database_url: str,
+    port: int,
+    mqtt_port: int,
+    env: dict[str, str],
+    args: argparse.Namespace,
+) -> dict:
+    """``devicecontrol serve`` for the measurement, stopped after it."""
+    serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
+        [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
+         "--database-url", database_url],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(f"{base_url}/healthz", timeout=1)
+                break
+            time.sleep(0.1)
+        return asyncio.run(measure(base_url, mqtt_port, serve, args))
+    finally:
+        os.killpg(serve.pid, 15)
+        serve.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.devices", description=__doc__)
     parser.add_argument("--devices", type=int, default=1000)
@@ -451,6 +485,13 @@ def main() -> None:
     parser.add_argument("--no-storm", dest="storm", action="store_false")
     parser.add_argument("--profile", help="py-spy's collapsed stacks of the link, to this file")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
+    parser.add_argument(
+        "--broker",
+        choices=("embedded", "mosquitto"),
+        default="embedded",
+        help="the devices' broker: the service's own endpoint, or Mosquitto "
+        "(DEVICECONTROL_MQTT_URL, its accounts written before it starts)",
+    )
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="devicecontrol-bench-devices-") as workdir,
@@ -459,25 +500,17 @@ def main() -> None:
         args.database_url = database_url
         provision(database_url, args.devices, Path(workdir))
         port, mqtt_port = free_port(), free_port()
-        env = {**os.environ, "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
-               "DEVICECONTROL_LOG_LEVEL": "warning"}  # fmt: skip
-        serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
-            [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
-             "--database-url", database_url],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            for _ in range(100):
-                with contextlib.suppress(httpx.TransportError):
-                    httpx.get(f"{base_url}/healthz", timeout=1)
-                    break
-                time.sleep(0.1)
-            result = asyncio.run(measure(base_url, mqtt_port, serve, args))
-        finally:
-            os.killpg(serve.pid, 15)
-            serve.wait(timeout=30)
+        with contextlib.ExitStack() as stack:
+            env = {**os.environ, "DEVICECONTROL_LOG_LEVEL": "warning"}
+            if args.broker == "mosquitto":
+                serials = [serial(n) for n in range(args.devices + ANSWERING)]
+                broker = stack.enter_context(
+                    fleet_mosquitto(Path(workdir), mqtt_port, serials, SECRET)
+                )
+                env["DEVICECONTROL_MQTT_URL"] = broker.url
+            else:
+                env["DEVICECONTROL_MQTT_LISTEN"] = f"127.0.0.1:{mqtt_port}"
+            result = run_serve(database_url, port, mqtt_port, env, args)
     if args.ceiling:
         result.update(asyncio.run(mosquitto_ceiling(args)))
     for key, value in result.items():

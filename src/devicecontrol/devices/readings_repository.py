@@ -112,11 +112,7 @@ async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading])
     ordered by arrival, never by second-precision timestamps.
     """
     controller_ids = sorted({a.controller_id for a in arrived})
-    owned = await connection.execute(
-        select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).where(
-            controllers.c.id.in_(controller_ids)
-        )
-    )
+    owned = await connection.execute(OWNERS_OF, {"ids": controller_ids})
     owners: dict[int, int | None] = {row.id: row.assignment_id for row in owned}
     rows: list[dict[str, Any]] = [
         {
@@ -146,6 +142,9 @@ async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading])
 
 # built once: a batch of readings is written every few milliseconds, and building the
 # upsert (its ``excluded`` columns) cost more than running it (py-spy, issue 19)
+OWNERS_OF = select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).where(
+    controllers.c.id.in_(bindparam("ids", expanding=True))
+)
 READINGS_INSERT = insert(readings).returning(readings.c.id, sort_by_parameter_order=True)
 LAST_SEEN_UPDATE = (
     update(controllers)

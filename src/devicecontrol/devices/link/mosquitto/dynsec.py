@@ -72,7 +72,8 @@ def role_name(serial_number: str) -> str:
     return ROLE_PREFIX + serial_number
 
 
-def _acls(serial_number: str) -> list[dict[str, Any]]:
+def device_acls(serial_number: str) -> list[dict[str, Any]]:
+    """What a device may do: the rules of its role (also what a fleet's file holds)."""
     commands = topics.commands_topic(serial_number)
     return [
         {"acltype": "publishClientSend", "topic": topics.state_topic(serial_number),
@@ -88,7 +89,7 @@ def _create(serial_number: str, secret: str) -> list[Command]:
     role = role_name(serial_number)
     return [
         Command(
-            {"command": "createRole", "rolename": role, "acls": _acls(serial_number)},
+            {"command": "createRole", "rolename": role, "acls": device_acls(serial_number)},
             ALREADY_THERE,
         ),
         Command(
