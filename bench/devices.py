@@ -88,7 +88,7 @@ def provision(database_url: str, devices: int, workdir: Path) -> None:
 
 
 async def stored_readings(database_url: str) -> int:
-    """Readings in the database, read with the service's own drivers (aiosqlite, asyncpg)."""
+    """Readings in the database, read through the service's own ``Database``."""
     database = Database(database_url)
     try:
         async with database.read() as connection:

@@ -34,7 +34,7 @@ from tests.mosquitto import (
     SERVICE_PASSWORD,
     SERVICE_ROLE,
     SERVICE_USER,
-    _wait_for_port,
+    wait_for_port,
 )
 
 ITERATIONS = 101  # the plugin's own default
@@ -106,7 +106,7 @@ def fleet_mosquitto(
         [MOSQUITTO, "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        _wait_for_port(process, port)
+        wait_for_port(process, port)
         yield FleetBroker(port)
     finally:
         process.terminate()

@@ -119,7 +119,7 @@ class DynsecMosquitto:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait_for_port(self.process, self.port)
+        wait_for_port(self.process, self.port)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -127,7 +127,7 @@ class DynsecMosquitto:
             self.process.wait(timeout=10)
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
+def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:

@@ -19,10 +19,8 @@ def commands_topic(serial_number: str) -> str:
 
 def commanded_device(topic: str) -> str | None:
     """The serial number whose commands topic ``topic`` is, else None."""
-    parts = topic.split("/")
-    if len(parts) == 3 and parts[0] == "devices" and parts[1] and parts[2] == "commands":
-        return parts[1]
-    return None
+    device, rest = _device_topic(topic)
+    return device if rest == ("commands",) else None
 
 
 def state_topic(serial_number: str) -> str:
@@ -44,12 +42,17 @@ def publication_kind(serial_number: str, topic: str) -> str | None:
 def publisher_of(topic: str) -> str | None:
     """The serial number in a device publication topic (``devices/+/state`` or
     ``devices/+/commands/result``), else None."""
+    device, rest = _device_topic(topic)
+    return device if rest in (("state",), ("commands", "result")) else None
+
+
+def _device_topic(topic: str) -> tuple[str | None, tuple[str, ...]]:
+    """``devices/<sn>/...`` split into the serial number and the rest; (None, ()) for any
+    other topic."""
     parts = topic.split("/")
-    if parts[0] != "devices" or not parts[1:2] or not parts[1]:
-        return None
-    if parts[2:] == ["state"] or parts[2:] == ["commands", "result"]:
-        return parts[1]
-    return None
+    if len(parts) < 3 or parts[0] != "devices" or not parts[1]:
+        return None, ()
+    return parts[1], tuple(parts[2:])
 
 
 def may_subscribe(serial_number: str, topic_filter: str) -> bool:
