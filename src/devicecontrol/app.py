@@ -14,7 +14,6 @@ from litestar.config.compression import CompressionConfig
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, Tag
 from litestar.static_files import create_static_files_router
 
@@ -33,7 +32,12 @@ from devicecontrol.housekeeping import purge_periodically
 from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
 from devicecontrol.observability.metrics import pool_sampling
 from devicecontrol.observability.request_log import RequestObserver
-from devicecontrol.openapi import SECURITY_SCHEMES, ServedDocumentPlugin, openapi_json
+from devicecontrol.openapi import (
+    SECURITY_SCHEMES,
+    ServedDocumentPlugin,
+    SwaggerPage,
+    openapi_json,
+)
 from devicecontrol.runtime import Runtime
 from devicecontrol.schedules.routes import SchedulesController
 from devicecontrol.schedules.runner import fire_schedules_periodically
@@ -102,7 +106,8 @@ def swagger_ui_directory() -> Path:
 def openapi_config() -> OpenAPIConfig:
     """The document at /openapi.json and /docs/openapi.json, Swagger UI at /docs; no token.
 
-    Swagger UI's script and style sheet are served at /docs/assets, by the service itself.
+    Swagger UI's script and style sheet are served at /docs/assets, by the service itself;
+    the page loads the document from /docs/openapi.json (openapi.SwaggerPage).
     """
     assets = create_static_files_router(
         path=ASSETS_PATH,
@@ -111,7 +116,7 @@ def openapi_config() -> OpenAPIConfig:
         include_in_schema=False,
         opt={"exclude_from_auth": True},
     )
-    swagger_ui = SwaggerRenderPlugin(
+    swagger_ui = SwaggerPage(
         path="/",
         js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
         css_url=f"{DOCS_ASSETS}/swagger-ui.css",

@@ -3,11 +3,13 @@
 A real `devicecontrol serve`, and the page rendered by a real headless Chromium that can
 reach nothing but the loopback: every host name fails to resolve and any other connection
 goes to a proxy on a port where nothing listens. The operations show up in the rendered
-page only if Swagger UI's script ran, so it came from the service.
+page only if Swagger UI's script ran, so it came from the service. The page is small: it
+loads the OpenAPI document from its URL (`/docs/openapi.json`) instead of carrying it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from html.parser import HTMLParser
@@ -20,6 +22,9 @@ from tests.processes import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 BROWSER_TIMEOUT_S = 90
+DOCUMENT_URL = "/docs/openapi.json"
+# the page without the document: Swagger UI's set-up and the links to its files
+MAX_PAGE_BYTES = 10 * 1024
 # any host but the service's fails: no name resolves, and every other connection goes to
 # a "proxy" on the discard port, where nothing listens
 OFFLINE = [
@@ -58,8 +63,12 @@ def test_the_docs_page_loads_only_assets_the_service_serves_without_a_token(data
         running_server(database_url, tmp_path) as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
     ):
-        page = http.get("/docs")
+        page = http.get("/docs", headers={"Accept-Encoding": "identity"})
         assert page.status_code == 200, page.text
+        assert len(page.content) < MAX_PAGE_BYTES, len(page.content)
+        assert f'url: "{DOCUMENT_URL}"' in page.text, page.text
+        assert '"openapi"' not in page.text and "/v1/auth/login" not in page.text
+        assert http.get(DOCUMENT_URL).json() == http.get("/openapi.json").json()
         urls = asset_references(page.text)
         assert urls, page.text  # the page does load its script and style sheet
         external = [u for u in urls if re.match(r"(?i)([a-z][a-z0-9+.-]*:)?//", u)]
@@ -109,3 +118,7 @@ def test_the_docs_page_renders_the_operations_in_a_browser_with_no_internet(data
     assert "POST" in methods and "GET" in methods, dom[:2000]
     assert 'data-path="/v1/auth/login"' in dom, dom[:2000]
     assert "/v1/controllers" in dom
+    # ... from the document it fetched from its URL (the page does not carry it)
+    requests = [json.loads(line) for line in server.stderr().splitlines() if line.startswith("{")]
+    fetched = [r for r in requests if r.get("event") == "request" and r["route"] == DOCUMENT_URL]
+    assert [r["status"] for r in fetched] == [200], requests
