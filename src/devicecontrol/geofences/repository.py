@@ -1,4 +1,5 @@
-"""Queries for geofences. No rules here; every read is the owner's (``user_id``)."""
+"""Queries for geofences. No rules here; every read is the owner's (``user_id``), but for
+the operators' listing (``list_all``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from sqlalchemy import Row, delete, func, insert, select, update
 
 from devicecontrol.db import Reader, Writer
-from devicecontrol.tables import controllers, geofences
+from devicecontrol.tables import controllers, geofences, users
 
 # a geofence as shown: its columns and its controller's serial number (``controller_id``)
 _SHOWN = select(
@@ -29,6 +30,31 @@ async def list_owned(connection: Reader, user_id: int, *, limit: int, offset: in
         .offset(offset)
     )
     return list((await connection.execute(query)).all())
+
+
+async def list_all(
+    connection: Reader, *, owner_id: int | None, serial_number: str | None, limit: int
+) -> tuple[list[Row], int]:
+    """For the operators: every account's geofences, oldest first, with the controller's
+    serial and the owner's username; and how many match."""
+    conditions: list[Any] = []
+    if owner_id is not None:
+        conditions.append(geofences.c.user_id == owner_id)
+    if serial_number is not None:
+        conditions.append(controllers.c.serial_number == serial_number)
+    joined = geofences.join(controllers, controllers.c.id == geofences.c.controller_id).join(
+        users, users.c.id == geofences.c.user_id
+    )
+    query = (
+        select(*geofences.c, controllers.c.serial_number, users.c.username)
+        .select_from(joined)
+        .where(*conditions)
+        .order_by(geofences.c.id)
+        .limit(limit)
+    )
+    total = select(func.count()).select_from(joined).where(*conditions)
+    rows = list((await connection.execute(query)).all())
+    return rows, (await connection.execute(total)).scalar_one()
 
 
 async def find_owned(connection: Reader, user_id: int, geofence_id: int) -> Row | None:
