@@ -1,4 +1,5 @@
-"""The README's curl walk-through works verbatim against `devicecontrol serve --demo`."""
+"""The README's curl walk-through works verbatim against `devicecontrol serve --demo`, and so
+does docs/DEVICES.md's play-a-device block (the README's lines that log in, then its own)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,28 @@ from devicecontrol import demo
 from tests.processes import child_environment, free_port, running_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DEVICES_GUIDE = README.parent / "docs" / "DEVICES.md"
 BLOCK = re.compile(
     r"<!-- walkthrough:start -->\n```sh\n(?P<script>.*?)```\n<!-- walkthrough:end -->", re.DOTALL
 )
 DEVICE_BLOCK = re.compile(
     r"<!-- devices:start -->\n```sh\n(?P<script>.*?)```\n<!-- devices:end -->", re.DOTALL
 )
+GUIDE_BLOCK = re.compile(
+    r"<!-- devices-guide:start -->\n```sh\n(?P<script>.*?)```\n<!-- devices-guide:end -->",
+    re.DOTALL,
+)
 WALKTHROUGH_TIMEOUT_S = 120
 
 
-def readme_walkthrough(block: re.Pattern[str] = BLOCK) -> str:
-    found = block.findall(README.read_text(encoding="utf-8"))
-    assert len(found) == 1, "README.md needs exactly one ```sh block between its markers"
+def readme_walkthrough(block: re.Pattern[str] = BLOCK, document: Path = README) -> str:
+    found = block.findall(document.read_text(encoding="utf-8"))
+    assert len(found) == 1, f"{document.name} needs exactly one ```sh block between its markers"
     return found[0]
+
+
+def devices_guide_block() -> str:
+    return readme_walkthrough(GUIDE_BLOCK, DEVICES_GUIDE)
 
 
 def test_the_readme_walkthrough_is_the_text_the_demo_prints():
@@ -36,6 +46,32 @@ def test_the_readme_walkthrough_is_the_text_the_demo_prints():
     device_script = readme_walkthrough(DEVICE_BLOCK)
     assert device_script.rstrip("\n") == demo.device_walkthrough_script().rstrip("\n")
     assert demo.device_walkthrough_script(1999) in demo.walkthrough("http://x", mqtt_port=1999)
+
+
+NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+           "ten", "eleven", "twelve"]  # fmt: skip
+
+
+def test_the_readme_counts_and_names_the_routes_its_walkthrough_calls():
+    text = README.read_text(encoding="utf-8")
+    prose = text[text.index("## Walk-through") : text.index("<!-- walkthrough:start -->")]
+    listed = set(re.findall(r"`(GET|POST|PATCH|DELETE) (/v1/[^`?]*)", prose))
+    count = re.search(r"It calls (\w+) routes", prose)
+    assert count, "the walk-through's text says how many routes it calls"
+    assert NUMBERS.index(count[1]) == len(listed), sorted(listed)
+    called = set(re.findall(r"\$B(/v1/[^\s\"?]+)", readme_walkthrough()))
+    templates = {re.sub(r"\{[a-z_]+\}", "[^/]+", path) for _, path in listed}
+    assert {p for p in called if not any(re.fullmatch(t, p) for t in templates)} == set()
+    assert {t for t in templates if not any(re.fullmatch(t, p) for p in called)} == set()
+
+
+def test_the_devices_guide_plays_the_readmes_free_device_with_the_readmes_lines():
+    """docs/DEVICES.md: the walk-through's lines up to the token, then the devices block."""
+    walkthrough_lines = readme_walkthrough().splitlines(keepends=True)
+    up_to_the_token = [line.startswith("TOKEN=") for line in walkthrough_lines].index(True) + 1
+    log_in = "".join(walkthrough_lines[:up_to_the_token])
+    assert devices_guide_block() == log_in + readme_walkthrough(DEVICE_BLOCK)
+    assert f"-i {demo.HAND_PLAYED} " in devices_guide_block()
 
 
 def run_walkthrough(
@@ -91,6 +127,9 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     with running_server(url, server_dir, "--demo", env=env, device_link=True) as server:
         wait_until_the_simulated_demo_reports(server.base_url)
         answers = run_walkthrough(script + device_script, server.base_url, shell_dir, mqtt_port)
+        # docs/DEVICES.md's block, as written, on the same server afterwards
+        guide = devices_guide_block()
+        guide_answers = run_walkthrough(guide, server.base_url, shell_dir, mqtt_port)
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
             friend_login = http.post(
                 "/v1/auth/login",
@@ -160,3 +199,19 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
         "expires_at": plug3_made["command"]["expires_at"],
     }
     assert plug3_done["command"]["status"] == "succeeded"
+
+    # docs/DEVICES.md's block: log in, then the same play with a command of its own
+    assert len(guide_answers) == guide.count("curl -s") + 1, guide_answers
+    assert list(shell_dir.iterdir()) == [], "the devices guide must leave no file behind"
+    guide_login, reading, made, received, done = guide_answers
+    assert re.fullmatch(r"[0-9a-f]{40}", guide_login["auth"]["access_token"])
+    assert reading["provider"] == {"relay_state": "on", "power": [11.8], "online": False}
+    assert made["command"]["status"] == "queued"
+    assert made["command"]["id"] != plug3_made["command"]["id"]
+    assert received == {
+        "id": made["command"]["id"],
+        "name": "switch_on_off",
+        "params": {"state": "off"},
+        "expires_at": made["command"]["expires_at"],
+    }
+    assert done["command"]["status"] == "succeeded"
