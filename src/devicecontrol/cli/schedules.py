@@ -27,7 +27,7 @@ _SCHEDULE_COLUMNS = (
 
 @click.group()
 def schedules() -> None:
-    """Users' weekly schedules (contract §12)."""
+    """Users' weekly schedules (docs/API.md)."""
 
 
 @schedules.command("list")
