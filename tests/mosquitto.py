@@ -24,33 +24,43 @@ MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 START_TIMEOUT_S = 10
 
 
+@dataclass
+class Mosquitto:
+    """A private Mosquitto run from ``workdir/mosquitto.conf``; ``stop`` and ``start`` restart
+    it on the same port (the devices' and the link's connections end, as in a real restart)."""
+
+    workdir: Path
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.workdir / "mosquitto.conf")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.process, self.port)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
 @contextmanager
-def private_mosquitto(workdir: Path) -> Iterator[int]:
-    """Yield the port of a Mosquitto that accepts anyone on 127.0.0.1."""
-    port = free_port()
-    config = workdir / "mosquitto.conf"
-    config.write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+def private_mosquitto(workdir: Path) -> Iterator[Mosquitto]:
+    """Yield a Mosquitto that accepts anyone on 127.0.0.1 (``.port``)."""
+    broker = Mosquitto(workdir, free_port())
+    (workdir / "mosquitto.conf").write_text(
+        f"listener {broker.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
         f"log_dest file {workdir / 'mosquitto.log'}\n",
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [MOSQUITTO, "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    broker.start()
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"mosquitto did not start on {port}") from None
-                time.sleep(0.05)
-        yield port
+        yield broker
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        broker.stop()
 
 
 # --- Mosquitto as the service's external broker (DEVICECONTROL_MQTT_URL) -------------------
@@ -90,13 +100,8 @@ queue_qos0_messages true
 """
 
 
-@dataclass
-class DynsecMosquitto:
+class DynsecMosquitto(Mosquitto):
     """A private Mosquitto with the dynamic-security plugin, set up as OPERATIONS.md says."""
-
-    workdir: Path
-    port: int
-    process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -112,19 +117,6 @@ class DynsecMosquitto:
         )  # fmt: skip
         assert result.returncode == 0, f"mosquitto_ctrl {args}: {result.stdout}{result.stderr}"
         return result.stdout
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.workdir / "mosquitto.conf")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port(self.process, self.port)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
 
 
 def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:

@@ -47,6 +47,7 @@ from tests.factories import (
 )
 from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto, dynsec_mosquitto
 from tests.processes import Server, free_port, run_cli, running_server
+from tests.tcp_proxy import tcp_proxy
 
 SERIAL, OTHER = "PLUG-X1", "PLUG-X2"
 SECRET = "device-secret-0123456789abcdef"
@@ -54,6 +55,10 @@ OWNER = "ana@example.com"
 OFFLINE_WITHIN_S = 2.5  # the contract's 2 s, and the 20 ms of polling
 NOT_AUTHORIZED = "Not authorized"  # paho's name for CONNACK return code 5
 RECONNECT_S = 15  # the link's first retry is 1 s away; then the replay, on a busy machine
+LINK_KEEPALIVE_S = 1
+# a silent connection is given up within two keep-alives (paho's PINGREQ, then no PINGRESP);
+# then the first retry, the probe of the broker's log, and a margin for a busy machine
+LINK_BACK_WITHIN_S = 2 * LINK_KEEPALIVE_S + 1 + 4
 
 
 @pytest.fixture
@@ -342,6 +347,10 @@ async def stored_sequence(database_url: str) -> list[int]:
         return [msgspec.json.decode(row.payload)["seq"] for row in rows]
 
 
+async def two_stored(database_url: str) -> bool:
+    return len(await stored_sequence(database_url)) >= 2
+
+
 async def eight_or_more(database_url: str) -> bool:
     return len(await stored_sequence(database_url)) >= 8
 
@@ -390,6 +399,37 @@ async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
             assert await online(sqlite_url)
             await eventually(lambda: offline(sqlite_url, OTHER), within=RECONNECT_S)
     assert server.stderr().count("lost the MQTT broker") == 1
+
+
+@pytest.mark.parametrize("loss", ["broker closes", "network stalls"])
+async def test_the_link_connects_again_when_its_connection_is_closed_or_stalls(
+    broker, sqlite_url, loss
+):
+    """The link's own connection, through a proxy that closes it (the broker's FIN) or lets
+    it go silent (no FIN: only keep-alive tells): the link connects again, and a reading a
+    device sent meanwhile is stored (the broker kept it for the link's session). The
+    broker's restart is the test above, through ``serve``."""
+    await provision(broker, sqlite_url, SERIAL)
+    async with tcp_proxy(broker.port) as proxy, database(sqlite_url) as runtime:
+        through_proxy = MqttUrl(tls=False, host="127.0.0.1", port=proxy.port,
+                                username=SERVICE_USER, password=SERVICE_PASSWORD)  # fmt: skip
+        link = DeviceLink(
+            runtime,
+            lambda link: MosquittoBroker(link, through_proxy, ca_file=None,
+                                         keepalive_s=LINK_KEEPALIVE_S),
+        )  # fmt: skip
+        await link.start()
+        try:
+            async with device(broker) as plug:
+                state = f"devices/{SERIAL}/state"
+                await plug.publish(state, msgspec.json.encode({"seq": 0}), qos=1)
+                await eventually(lambda: stored_sequence(sqlite_url))
+                proxy.cut() if loss == "broker closes" else proxy.stall()
+                await plug.publish(state, msgspec.json.encode({"seq": 1}), qos=1)
+                await eventually(lambda: two_stored(sqlite_url), within=LINK_BACK_WITHIN_S)
+                assert await stored_sequence(sqlite_url) == [0, 1]
+        finally:
+            await link.stop()
 
 
 # --- the operators' commands -----------------------------------------------------------------

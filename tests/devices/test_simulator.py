@@ -11,22 +11,29 @@ import msgspec
 import pytest
 
 from devicecontrol.devices.simulator import (
+    RECONNECT_DELAY_S,
     DeviceCredentials,
     DeviceState,
     carry_out,
     reading_of,
     run_device,
-    stop_devices,
+    stop_tasks,
 )
 from tests.mosquitto import private_mosquitto
+from tests.tcp_proxy import tcp_proxy
 
 DEADLINE_S = 10
 
 
 @pytest.fixture
-def broker_port(tmp_path):
-    with private_mosquitto(tmp_path) as port:
-        yield port
+def broker(tmp_path):
+    with private_mosquitto(tmp_path) as mosquitto:
+        yield mosquitto
+
+
+@pytest.fixture
+def broker_port(broker):
+    return broker.port
 
 
 async def next_message(messages, topic: str) -> dict:
@@ -70,7 +77,7 @@ async def test_a_simulated_melissa_reports_readings_and_carries_out_a_command(br
             assert again == result
             assert len(state.received) == 1
         finally:
-            await stop_devices([task])  # cancels again should aiomqtt swallow the first
+            await stop_tasks([task])  # cancels again should aiomqtt swallow the first
 
 
 @pytest.mark.parametrize(
@@ -99,7 +106,7 @@ def test_a_plug_switched_off_reports_no_power_and_an_unknown_command_fails():
     assert failed == {"id": "2", "status": "failed", "error": "unknown command send_ir_code"}
 
 
-async def test_stop_devices_ends_a_device_that_swallowed_one_cancellation():
+async def test_stop_tasks_ends_a_device_that_swallowed_one_cancellation():
     swallowed = asyncio.Event()
 
     async def stubborn_device() -> None:
@@ -111,5 +118,40 @@ async def test_stop_devices_ends_a_device_that_swallowed_one_cancellation():
 
     task = asyncio.create_task(stubborn_device())
     await asyncio.sleep(0)
-    await stop_devices([task])
+    await stop_tasks([task])
     assert swallowed.is_set() and task.cancelled()
+
+
+# --- the connection lost, and found again ----------------------------------------------------
+
+KEEPALIVE_S = 1
+# paho sends PINGREQ after a keep-alive with nothing received and gives up one keep-alive
+# later without PINGRESP; then the first retry, and a second for a busy machine
+BACK_WITHIN_S = 2 * KEEPALIVE_S + RECONNECT_DELAY_S + 2
+
+
+@pytest.mark.parametrize("loss", ["broker closes", "broker restarts", "network stalls"])
+async def test_a_simulated_device_connects_again_after_losing_its_connection(broker, loss):
+    """``serve --demo``'s devices stay: a take-over of the client id, a restarted broker or a
+    stalled network must not leave one offline for good."""
+    device = DeviceCredentials("SIM-PLUG-1", "sim-secret", "smart_plug")
+    connects: asyncio.Queue[str] = asyncio.Queue()
+    async with tcp_proxy(broker.port) as proxy:
+        task = asyncio.create_task(
+            run_device(device, "127.0.0.1", proxy.port, interval_s=3600,
+                       on_connected=connects.put_nowait, keepalive_s=KEEPALIVE_S)
+        )  # fmt: skip
+        try:
+            await asyncio.wait_for(connects.get(), DEADLINE_S)
+            if loss == "broker closes":
+                proxy.cut()
+            elif loss == "broker restarts":
+                await asyncio.to_thread(broker.stop)
+                await asyncio.to_thread(broker.start)
+            else:
+                proxy.stall()  # nothing more either way, and no FIN: only keep-alive tells
+            await asyncio.wait_for(connects.get(), BACK_WITHIN_S)
+            assert proxy.accepted == 2
+            assert not task.done()
+        finally:
+            await stop_tasks([task])

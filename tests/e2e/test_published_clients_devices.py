@@ -31,7 +31,7 @@ from devicecontrol.devices.simulator import (
     DeviceCredentials,
     DeviceState,
     run_device,
-    stop_devices,
+    stop_tasks,
 )
 from tests.conftest import BACKENDS, DatabaseFactory
 from tests.processes import free_port, run_cli, running_server
@@ -77,7 +77,7 @@ class DeviceFleet:
         asyncio.run_coroutine_threadsafe(launch(), self._loop).result(10)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(stop_devices(self._tasks), self._loop).result(60)
+        asyncio.run_coroutine_threadsafe(stop_tasks(self._tasks), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,8 +102,10 @@ async def run_device(
     state: DeviceState | None = None,
     seed: int | None = None,
     on_connected: Callable[[str], None] | None = None,
+    keepalive_s: int = KEEPALIVE_S,
 ) -> None:
-    """Stay connected (reconnecting after a drop) until cancelled."""
+    """Stay connected until cancelled: after the broker closes the connection, restarts, or
+    the network stalls (no PINGRESP within the keep-alive), connect again."""
     state = state or DeviceState()
     rng = random.Random(seed)  # readings, not secrets
     sn = credentials.serial_number
@@ -117,24 +119,41 @@ async def run_device(
                 username=sn,
                 password=credentials.secret,
                 clean_session=True,
-                keepalive=KEEPALIVE_S,
+                keepalive=keepalive_s,
                 timeout=CLIENT_TIMEOUT_S,
             ) as client:
                 await client.subscribe(topics.commands_topic(sn), qos=1)
                 delay = RECONNECT_DELAY_S
                 if on_connected is not None:
                     on_connected(sn)
-                async with asyncio.TaskGroup() as group:
-                    group.create_task(_report(client, credentials, state, rng, interval_s))
-                    group.create_task(_obey(client, credentials, state))
-        except* aiomqtt.MqttError as failure:
+                await _until_one_ends(
+                    _report(client, credentials, state, rng, interval_s),
+                    _obey(client, credentials, state),
+                )
+        except aiomqtt.MqttError as failure:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
-                # an error while being stopped: stop, do not reconnect
+                # the client's disconnect failed while the device was being stopped: stop
                 raise asyncio.CancelledError from None
-            log.warning("device %s: %s; again in %.0f s", sn, failure.exceptions[0], delay)
+            log.warning("device %s: %s; again in %.0f s", sn, failure, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RECONNECT_DELAY_S)
+
+
+async def _until_one_ends(*jobs: Coroutine[Any, Any, None]) -> None:
+    """Run ``jobs`` side by side until one ends, then stop the others and raise what ended it.
+
+    Not a ``TaskGroup``: on Python 3.11 a child that fails while the group waits in its
+    ``__aexit__`` leaves the parent task's cancellation count at 1 (``Task.cancelling()``),
+    which ``run_device`` would read as being stopped, and the device would never reconnect.
+    """
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await stop_tasks(tasks)
+    for task in done:
+        task.result()
 
 
 async def _report(
@@ -164,8 +183,9 @@ async def _obey(client: aiomqtt.Client, credentials: DeviceCredentials, state: D
         await client.publish(topic, msgspec.json.encode(result), qos=1)
 
 
-async def stop_devices(tasks: list[asyncio.Task[None]], *, attempts: int = 3) -> None:
-    """Cancel running devices and wait for them, cancelling again any still running.
+async def stop_tasks(tasks: list[asyncio.Task[None]], *, attempts: int = 3) -> None:
+    """Cancel running devices (or a device's jobs) and wait for them, cancelling again any
+    still running.
 
     On Python 3.11 a cancellation that meets an MQTT operation's own timeout inside the
     client library can be swallowed (``asyncio.timeout``); a second one ends the device.
@@ -178,7 +198,7 @@ async def stop_devices(tasks: list[asyncio.Task[None]], *, attempts: int = 3) ->
             task.cancel()
         _, pending = await asyncio.wait(pending, timeout=CLIENT_TIMEOUT_S + 1)
     if pending:
-        raise RuntimeError(f"{len(pending)} simulated devices did not stop")
+        raise RuntimeError(f"{len(pending)} simulated devices or jobs did not stop")
 
 
 async def simulate(

@@ -71,6 +71,8 @@ SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per
 PROBE_ID = f"{SESSION_ID}-probe"
 DEVICE_TOPICS = ("devices/+/state", "devices/+/commands/result")
 SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *DEVICE_TOPICS)
+# paho pings after this long without a packet from the broker and gives the connection up
+# when no PINGRESP came this long after: a stalled network is noticed within twice this
 KEEPALIVE_S = 30
 TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
 LOG_CHECK_S = 10
@@ -178,9 +180,12 @@ class MosquittoBroker:
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
 
-    def __init__(self, link: Link, url: MqttUrl, *, ca_file: str | None) -> None:
+    def __init__(
+        self, link: Link, url: MqttUrl, *, ca_file: str | None, keepalive_s: int = KEEPALIVE_S
+    ) -> None:
         self.link = link
         self.url = url
+        self.keepalive_s = keepalive_s
         self.where = {"broker": str(url)}
         self._tls = tls_context(url, ca_file)
         self._inbox: asyncio.Queue[_Session | _Message] = asyncio.Queue()
@@ -256,7 +261,7 @@ class MosquittoBroker:
             username=self.url.username,
             password=self.url.password,
             clean_session=False,
-            keepalive=KEEPALIVE_S,
+            keepalive=self.keepalive_s,
             tls_context=self._tls,
             timeout=TIMEOUT_S,
             inbox=self._inbox,
