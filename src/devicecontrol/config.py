@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
 
-# the longest a revoked token may still work on another process (issue 4's bound)
+# the longest a revoked token may still work on another process (docs/SECURITY.md)
 MAX_TOKEN_CACHE_MS = 1000
 DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"

@@ -9,8 +9,8 @@ busy handler, whose growing sleeps (up to 100 ms a retry) let a process that wri
 the time (the device link's batches) starve one that writes now and then (a command). Once
 taken, the transaction's statements run on the event loop's own thread through the plain
 ``sqlite3`` driver (``InlineWriter``): the lock is held for the statements alone, never
-across a turn of a busy loop, as it was when each statement was a hop to aiosqlite's
-worker thread and back (docs/PERFORMANCE.md, issue 19).
+across a turn of a busy loop, as it would be if each statement were a hop to a worker
+thread and back (docs/PERFORMANCE.md).
 
 ``Database.read()`` hands out a connection without a transaction: each statement sees
 what was committed when it started (PostgreSQL's READ COMMITTED gave a read transaction no
@@ -75,7 +75,7 @@ POSTGRES_COMMAND_TIMEOUT_S = 5
 POSTGRES_POOL_TIMEOUT_S = 1
 # per process: reads and writes have a pool each (reads run in autocommit, see Database),
 # and the hot statements a third (hot_pool.HOT_POOL_SIZE, 8): the polled reads run there.
-# No overflow: under load, overflow connections were opened and closed again for every
+# No overflow: under load, overflow connections are opened and closed again for every
 # burst (TCP, TLS, authentication, each time); a request waits for a pooled connection
 # instead, for at most POSTGRES_POOL_TIMEOUT_S. 18 per process leaves room for several
 # processes under PostgreSQL's default max_connections of 100.

@@ -19,8 +19,8 @@ from devicecontrol.notifications import Changes
 
 # argon2 is CPU-bound (about 0.1 s a hash): at most half the cores hash at once per
 # process, so that a login storm cannot take the cores the other requests need. On the
-# 2-core bench machine that is one: read p99 during a storm rose x1.7-2.4 instead of
-# x2.5-3.5 with two, at the same logins per second (docs/PERFORMANCE.md)
+# 2-core bench machine that is one: a storm raises read p99 x1.7-2.4 with one, x2.5-3.5
+# with two, at the same logins per second (docs/PERFORMANCE.md)
 PASSWORD_HASHING_CONCURRENCY = max(1, (os.cpu_count() or 2) // 2)
 
 

@@ -141,7 +141,7 @@ async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading])
 
 
 # built once: a batch of readings is written every few milliseconds, and building the
-# upsert (its ``excluded`` columns) cost more than running it (py-spy, issue 19)
+# upsert (its ``excluded`` columns) costs more than running it (py-spy)
 OWNERS_OF = select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).where(
     controllers.c.id.in_(bindparam("ids", expanding=True))
 )

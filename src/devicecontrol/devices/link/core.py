@@ -300,7 +300,7 @@ class DeviceLink:
     async def _close_rotated(self) -> None:
         """Close the connections made with a secret rotated since (a minute before) the
         last check: one indexed read of the few secrets changed lately, however many
-        devices are connected (reading all of theirs stopped the loop for tens of ms)."""
+        devices are connected (reading all of theirs would stop the loop for tens of ms)."""
         now = utcnow()
         since = self._secrets_checked_at - ROTATION_LOOKBACK
         async with self.runtime.database.read() as database:

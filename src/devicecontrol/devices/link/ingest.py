@@ -41,9 +41,9 @@ from devicecontrol.runtime import Runtime
 CAPACITY = 20_000  # messages waiting for the database, all devices together
 BATCH = 1_000  # the most one transaction takes
 # group commit: a writer that wakes to fewer readings than GATHER_ENOUGH waits GATHER_S for
-# more. Through Mosquitto the readings arrive one per turn of the loop, and without the
-# wait each became a transaction of its own (66,000 batches of 1.01 readings at 3,333/s),
-# whose fixed cost kept the link at a full core
+# more. Through Mosquitto the readings arrive one per turn of the loop: without the wait
+# each would be a transaction of its own (batches of about one reading at 3,333/s), whose
+# fixed cost holds the link at a full core
 GATHER_S = 0.002
 GATHER_ENOUGH = 100
 RETRY_S = 0.5  # after a failed transaction
