@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from devicecontrol.db import driver_url
+from devicecontrol.database.engine import driver_url
 
 BACKENDS = ("sqlite", "postgresql")
 DEFAULT_POSTGRESQL_URL = "postgresql://postgres@127.0.0.1:5432/test"

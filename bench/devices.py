@@ -48,8 +48,8 @@ from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.fleet_mosquitto import fleet_mosquitto
 from bench.profiler import py_spy_path
 from bench.servers import free_port
-from devicecontrol.db import Database
-from devicecontrol.tables import readings
+from devicecontrol.database.engine import Database
+from devicecontrol.database.tables import readings
 
 SECRET = "bench-device-secret-0123456789"  # noqa: S105 (benchmark data only)
 OWNER, PASSWORD = "bench-owner@example.com", "bench-owner-password"

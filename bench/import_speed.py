@@ -24,9 +24,9 @@ from bench.databases import BACKENDS, DEFAULT_POSTGRESQL_URL, throwaway_database
 from devicecontrol.auth.passwords import hash_password
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.csvfile import COLUMNS
-from devicecontrol.db import Database
-from devicecontrol.migrate import upgrade_database
-from devicecontrol.tables import controller_assignments, controllers, users
+from devicecontrol.database.engine import Database
+from devicecontrol.database.migrate import upgrade_database
+from devicecontrol.database.tables import controller_assignments, controllers, users
 
 OWNERS = 1000
 TYPES = ("smart_plug", "melissa", "bobbie", "vicki")

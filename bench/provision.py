@@ -19,10 +19,9 @@ from bench.fleet import Fleet, serial_number, username
 from devicecontrol.auth import tokens
 from devicecontrol.auth.passwords import hash_password
 from devicecontrol.clock import utcnow
-from devicecontrol.db import Database
-from devicecontrol.geo import find_place
-from devicecontrol.migrate import upgrade_database
-from devicecontrol.tables import (
+from devicecontrol.database.engine import Database
+from devicecontrol.database.migrate import upgrade_database
+from devicecontrol.database.tables import (
     access_tokens,
     clients,
     controller_assignments,
@@ -31,7 +30,8 @@ from devicecontrol.tables import (
     readings,
     refresh_tokens,
 )
-from devicecontrol.tables import users as users_table
+from devicecontrol.database.tables import users as users_table
+from devicecontrol.geo import find_place
 from devicecontrol.users.repository import find_or_create_country
 
 BATCH_ROWS = 20_000

@@ -29,8 +29,8 @@ from devicecontrol.app import create_app
 from devicecontrol.auth import passwords
 from devicecontrol.clock import use_time_source
 from devicecontrol.config import Settings
-from devicecontrol.db import Database
-from devicecontrol.migrate import upgrade_database
+from devicecontrol.database.engine import Database
+from devicecontrol.database.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
 from tests.fake_time import FakeClock
 from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql

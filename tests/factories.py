@@ -13,8 +13,8 @@ from devicecontrol.auth.clients import create_client
 from devicecontrol.auth.passwords import active_hasher
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
+from devicecontrol.database.tables import clients
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import clients
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.identity import username_key
 

@@ -12,7 +12,7 @@ import time
 
 from sqlalchemy import text
 
-from devicecontrol.db import DatabaseTimedOut
+from devicecontrol.database.engine import DatabaseTimedOut
 from devicecontrol.runtime import Runtime
 
 LOCK_WAIT_DEADLINE_S = 10.0

@@ -29,9 +29,9 @@ from devicecontrol.app import create_app
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.controllers.identity import is_serial_number, normalize_device_mac, normalize_mac
-from devicecontrol.paging import MAX_PAGE
+from devicecontrol.database.tables import metadata, throttle_failures
+from devicecontrol.http.paging import MAX_PAGE
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import metadata, throttle_failures
 from devicecontrol.users.identity import email_problem, username_key
 from tests.factories import (
     CLIENT_ID,

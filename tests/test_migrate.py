@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from devicecontrol.db import Database
-from devicecontrol.migrate import _POSTGRES_MIGRATION_LOCK, upgrade_database
+from devicecontrol.database.engine import Database
+from devicecontrol.database.migrate import _POSTGRES_MIGRATION_LOCK, upgrade_database
 from tests.conftest import POSTGRESQL_ONLY
 
 # the statement timeout and the migration lock exist on PostgreSQL only

@@ -18,7 +18,7 @@ from litestar.testing import AsyncTestClient
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
-from devicecontrol.openapi import served_document
+from devicecontrol.http.openapi import served_document
 from tests.devices.helpers import make_commands, report
 from tests.factories import (
     CLIENT_ID,

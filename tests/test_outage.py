@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from devicecontrol.app import create_app
 from devicecontrol.cli.core import run_with_database
 from devicecontrol.config import Settings
-from devicecontrol.db import Database, DatabaseUnreachable
+from devicecontrol.database.engine import Database, DatabaseUnreachable
 from devicecontrol.errors import is_database_outage
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import service as users_service

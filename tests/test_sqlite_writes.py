@@ -14,9 +14,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from devicecontrol import db, sqlite_checkpoints
-from devicecontrol.db import Database
-from tests.devices.link_support import eventually
+from devicecontrol.database import engine as db
+from devicecontrol.database import sqlite_checkpoints
+from devicecontrol.database.engine import Database
+from tests.devices.link.support import eventually
 
 ROW_BYTES = 4000
 CREATE = "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL)"

@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.database.tables import throttle_failures
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import throttle_failures
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,

@@ -21,26 +21,27 @@ from devicecontrol import __version__
 from devicecontrol.auth import passwords
 from devicecontrol.auth.middleware import BearerTokenMiddleware
 from devicecontrol.auth.routes import AuthController
+from devicecontrol.automations.geofences.routes import GeofencesController
+from devicecontrol.automations.schedules.routes import SchedulesController
+from devicecontrol.automations.schedules.runner import fire_schedules_periodically
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.devices.asyncapi import asyncapi_json
 from devicecontrol.devices.routes import DevicesController, ProviderController
-from devicecontrol.errors import EXCEPTION_HANDLERS, NotFound
-from devicecontrol.geofences.routes import GeofencesController
+from devicecontrol.errors import NotFound
 from devicecontrol.hot_reads import HotReads
-from devicecontrol.housekeeping import purge_periodically
-from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
-from devicecontrol.observability.metrics import pool_sampling
-from devicecontrol.observability.request_log import RequestObserver
-from devicecontrol.openapi import (
+from devicecontrol.housekeeping.purge import purge_periodically
+from devicecontrol.http.openapi import (
     SECURITY_SCHEMES,
     ServedDocumentPlugin,
     SwaggerPage,
     openapi_json,
 )
+from devicecontrol.http.problems import EXCEPTION_HANDLERS
+from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
+from devicecontrol.observability.metrics import pool_sampling
+from devicecontrol.observability.request_log import RequestObserver
 from devicecontrol.runtime import Runtime
-from devicecontrol.schedules.routes import SchedulesController
-from devicecontrol.schedules.runner import fire_schedules_periodically
 from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024

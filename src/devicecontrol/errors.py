@@ -1,30 +1,24 @@
-"""Domain errors, and their one mapping to RFC 9457 problem+json responses.
+"""Domain errors, and how a database outage is told from a bug.
 
-Services raise the domain errors below and never build HTTP responses; ``EXCEPTION_HANDLERS``
-turns those, Litestar's own HTTP errors and database outages into problem bodies. Anything
-else is a 500 with a generic body and its traceback in the log. Nothing a client sends may
-produce a stack trace or SQL text in a body.
+Services raise the domain errors below and never build HTTP responses; their one mapping to
+RFC 9457 problem+json is ``http/problems.py``. The CLI and the schedule runner tell an
+outage from a bug with ``is_database_outage`` too.
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from http import HTTPStatus
 from typing import Any, ClassVar
 
 import msgspec
-from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
-from litestar.types import ExceptionHandlersMap
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from devicecontrol.db import DatabaseUnreachable
+from devicecontrol.database.engine import DatabaseUnreachable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 REALM = 'Bearer realm="devicecontrol"'
-DATABASE_RETRY_AFTER_S = 5
 # SQLSTATEs of a server that cannot serve any session right now, whatever the query:
 # 08 connection exception, 53 insufficient resources (too many connections, disk full),
 # 57P0x shutting down, crashed, or still starting up ("the database system is starting up")
@@ -33,8 +27,6 @@ OUTAGE_SQLSTATE_PREFIXES = ("08", "53", "57P0")
 # busy timeout, out of memory, an I/O error, a full disk, a file it cannot open. Every other
 # OperationalError (no such table, a syntax error) is a bug in a query.
 OUTAGE_SQLITE_CODES = frozenset({5, 6, 7, 10, 13, 14})
-
-log = logging.getLogger(__name__)
 
 
 class FieldError(msgspec.Struct, frozen=True):
@@ -153,61 +145,6 @@ class OAuthError(DomainError):
         return {"error": self.code, **super().extra_members()}
 
 
-def problem_response(
-    status: int,
-    detail: str,
-    *,
-    title: str | None = None,
-    headers: dict[str, str] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Response[bytes]:
-    body = {
-        "type": "about:blank",
-        "title": title or HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-        **(extra or {}),
-    }
-    return Response(
-        content=msgspec.json.encode(body),
-        status_code=status,
-        media_type=PROBLEM_MEDIA_TYPE,
-        headers=headers,
-    )
-
-
-def _domain_error(_: Request[Any, Any, Any], exc: DomainError) -> Response[bytes]:
-    return problem_response(
-        exc.status, exc.detail, title=exc.title, headers=exc.headers, extra=exc.extra_members()
-    )
-
-
-def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
-    errors = [
-        {"field": str(item.get("key", "")), "message": str(item.get("message", "invalid"))}
-        for item in (exc.extra if isinstance(exc.extra, list) else [])
-        if isinstance(item, dict)
-    ]
-    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or "Invalid request."
-    return problem_response(400, detail, extra={"errors": errors} if errors else None)
-
-
-_HTTP_DETAILS = {
-    404: "No such resource.",
-    405: "This method is not allowed on this resource.",
-    413: "The request body is larger than 64 KiB.",
-}
-
-
-def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    status = exc.status_code
-    if status >= 500:
-        log.error("internal HTTP error %s", status, exc_info=exc)
-        return problem_response(500, "The server could not answer this request.")
-    detail = _HTTP_DETAILS.get(status) or HTTPStatus(status).phrase + "."
-    return problem_response(status, detail, headers=dict(exc.headers or {}))
-
-
 def is_database_outage(exc: BaseException) -> bool:
     """The database cannot serve right now (refused, reset, timed out, locked, unopenable).
 
@@ -228,32 +165,3 @@ def is_database_outage(exc: BaseException) -> bool:
     # asyncpg's refusals while connecting arrive as a plain DBAPIError carrying the SQLSTATE
     sqlstate = getattr(exc.orig, "sqlstate", None)
     return isinstance(sqlstate, str) and sqlstate.startswith(OUTAGE_SQLSTATE_PREFIXES)
-
-
-def _database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Outages are 503; a query bug, or any other error of the database layer, stays 500."""
-    if not is_database_outage(exc):
-        return _internal_error(request, exc)
-    cause = getattr(exc, "orig", None)
-    name = type(exc).__name__ if cause is None else f"{type(exc).__name__} ({type(cause).__name__})"
-    log.warning("database unavailable: %s", name)
-    return problem_response(
-        503,
-        "The database is unavailable; try again shortly.",
-        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
-    )
-
-
-def _internal_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    log.error("unhandled error", exc_info=exc)
-    return problem_response(500, "The server could not answer this request.")
-
-
-EXCEPTION_HANDLERS: ExceptionHandlersMap = {
-    DomainError: _domain_error,
-    ValidationException: _validation_error,
-    HTTPException: _http_error,
-    DBAPIError: _database_unavailable,
-    PoolTimeoutError: _database_unavailable,
-    Exception: _internal_error,
-}

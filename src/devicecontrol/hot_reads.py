@@ -37,13 +37,13 @@ from litestar.types.asgi_types import HTTPResponseBodyEvent, HTTPResponseStartEv
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import authenticate_bearer
-from devicecontrol.bodies import body_object
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.controllers.routes import controller_document, controller_page
 from devicecontrol.controllers.service import controller_detail_as_bearer
 from devicecontrol.devices.routes import provider_fetch_response
 from devicecontrol.errors import DomainError
-from devicecontrol.hal import HAL_JSON
+from devicecontrol.http.bodies import body_object
+from devicecontrol.http.hal import HAL_JSON
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.routes import profile_response
 

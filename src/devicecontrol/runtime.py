@@ -14,7 +14,7 @@ import anyio
 from devicecontrol.auth import passwords
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.config import Settings
-from devicecontrol.db import Database
+from devicecontrol.database.engine import Database
 from devicecontrol.notifications import Changes
 
 # argon2 is CPU-bound (about 0.1 s a hash): at most half the cores hash at once per

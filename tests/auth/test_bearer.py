@@ -11,7 +11,7 @@ from sqlalchemy import update
 from devicecontrol.app import create_app
 from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
-from devicecontrol.tables import access_tokens
+from devicecontrol.database.tables import access_tokens
 from devicecontrol.users.service import disable_user, set_password
 from tests.auth.oauth import EMAIL, account, post_login
 from tests.factories import login, make_controller, make_user

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import update
 
 from devicecontrol.clock import utcnow
-from devicecontrol.tables import users
+from devicecontrol.database.tables import users
 from tests.auth.oauth import account, assert_oauth_error, post_login, post_renew
 from tests.factories import bearer
 

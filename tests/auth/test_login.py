@@ -15,7 +15,7 @@ from sqlalchemy import select
 from devicecontrol.app import create_app
 from devicecontrol.auth.passwords import needs_rehash
 from devicecontrol.config import Settings
-from devicecontrol.tables import access_tokens, refresh_tokens, users
+from devicecontrol.database.tables import access_tokens, refresh_tokens, users
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.service import disable_user
 from tests.auth.oauth import (

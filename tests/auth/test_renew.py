@@ -12,7 +12,7 @@ from sqlalchemy import update
 from devicecontrol.app import create_app
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
-from devicecontrol.tables import refresh_tokens
+from devicecontrol.database.tables import refresh_tokens
 from devicecontrol.users.service import disable_user, set_password
 from tests.auth.oauth import (
     EMAIL,

@@ -14,8 +14,8 @@ from sqlalchemy import select, text, update
 from devicecontrol.auth import repository as auth_repository
 from devicecontrol.auth import service
 from devicecontrol.clock import utcnow
+from devicecontrol.database.tables import access_tokens, refresh_tokens
 from devicecontrol.errors import OAuthError
-from devicecontrol.tables import access_tokens, refresh_tokens
 from devicecontrol.users import service as users_service
 from tests.auth.oauth import (
     account,

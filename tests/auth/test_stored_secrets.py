@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Table, select
 
 from devicecontrol.auth.clients import create_client
-from devicecontrol.tables import access_tokens, clients, refresh_tokens, users
+from devicecontrol.database.tables import access_tokens, clients, refresh_tokens, users
 from devicecontrol.users.service import create_user, set_password
 from tests.auth.oauth import EMAIL, account, post_login, post_renew, sha256_hex
 from tests.factories import CLIENT_ID, CLIENT_SECRET, PASSWORD

@@ -19,7 +19,7 @@ from devicecontrol.app import create_app
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
-from devicecontrol.tables import access_tokens
+from devicecontrol.database.tables import access_tokens
 from tests.auth.oauth import account, post_login
 from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer
 

@@ -25,9 +25,9 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from devicecontrol.cli import main
+from devicecontrol.database.tables import metadata
 from devicecontrol.devices.identity import authenticate_device
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import metadata
 from tests.processes import DEVICECONTROL, run_cli
 
 # CliRunner swaps sys.stdin, sys.stdout, sys.stderr and os.environ: one command at a time

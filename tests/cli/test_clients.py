@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from devicecontrol.tables import clients
+from devicecontrol.database.tables import clients
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
 from tests.factories import login, make_client, make_user
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from devicecontrol.controllers.identity import claim_code_digest
+from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.devices.identity import device_secret_digest
-from devicecontrol.tables import controller_assignments, controllers
 from devicecontrol.users.service import disable_user
 from tests.cli.support import (
     assert_one_line_error,

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from devicecontrol.config import Settings
 from devicecontrol.controllers.csvfile import EXPORT_COLUMNS
 from devicecontrol.controllers.export import EXPORT_BATCH_ROWS
+from devicecontrol.database.tables import controller_assignments, controllers, users
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controller_assignments, controllers, users
 from devicecontrol.users.service import disable_user
 from tests.cli.support import (
     assert_one_line_error,

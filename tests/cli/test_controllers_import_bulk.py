@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from devicecontrol.controllers.provisioning import IMPORT_BATCH_ROWS
-from devicecontrol.tables import controller_assignments, controllers
+from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.users.service import disable_user
 from tests.cli.support import assert_succeeded, cli, rows, snapshot
 from tests.factories import make_controller, make_user

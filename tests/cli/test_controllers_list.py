@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from devicecontrol.tables import controllers
+from devicecontrol.database.tables import controllers
 from devicecontrol.users.service import disable_user
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows
 from tests.factories import make_controller, make_user

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from devicecontrol.database.tables import controllers
 from devicecontrol.devices.identity import device_secret_digest
-from devicecontrol.tables import controllers
 from tests.cli.support import (
     assert_one_line_error,
     assert_succeeded,

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from devicecontrol.tables import clients, metadata
+from devicecontrol.database.tables import clients, metadata
 from tests.cli.support import (
     assert_one_line_error,
     assert_succeeded,

@@ -6,8 +6,14 @@ import sqlite3
 
 import pytest
 
-from devicecontrol import demo
-from devicecontrol.tables import clients, controller_assignments, controllers, countries, users
+from devicecontrol.database.tables import (
+    clients,
+    controller_assignments,
+    controllers,
+    countries,
+    users,
+)
+from devicecontrol.demo import data as demo
 from tests.cli.support import (
     assert_one_line_error,
     assert_succeeded,

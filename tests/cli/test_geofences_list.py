@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from devicecontrol.geofences import service as geofences
+from devicecontrol.automations.geofences import service as geofences
 from devicecontrol.runtime import Runtime
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli
 from tests.devices.helpers import ANA, BOB

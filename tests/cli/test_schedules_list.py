@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
+from tests.automations.schedules.helpers import PLUG_OFF, clock_at, make_schedule
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli
 from tests.devices.helpers import ANA, BOB
 from tests.factories import make_controller, make_user
-from tests.schedules.helpers import PLUG_OFF, clock_at, make_schedule
 
 
 async def test_schedules_are_listed_by_next_firing_with_owner_and_local_time(database_url, runtime):

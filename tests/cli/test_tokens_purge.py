@@ -11,14 +11,10 @@ import pytest
 from sqlalchemy import event, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from devicecontrol import housekeeping
 from devicecontrol.auth import tokens
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
-from devicecontrol.devices import readings_repository
-from devicecontrol.devices import repository as devices_repository
-from devicecontrol.runtime import Runtime
-from devicecontrol.tables import (
+from devicecontrol.database.tables import (
     access_tokens,
     clients,
     commands,
@@ -27,6 +23,10 @@ from devicecontrol.tables import (
     refresh_tokens,
     throttle_failures,
 )
+from devicecontrol.devices import repository as devices_repository
+from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.housekeeping import purge as housekeeping
+from devicecontrol.runtime import Runtime
 from tests.auth.oauth import account, post_renew
 from tests.cli.support import (
     assert_one_line_error,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devicecontrol.auth.passwords import verify_password
-from devicecontrol.tables import access_tokens, countries, refresh_tokens, users
+from devicecontrol.database.tables import access_tokens, countries, refresh_tokens, users
 from tests.cli.support import (
     assert_one_line_error,
     assert_succeeded,

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from devicecontrol.tables import users
+from devicecontrol.database.tables import users
 from devicecontrol.users.service import disable_user
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows
 from tests.factories import make_controller, make_user

@@ -13,10 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
-from devicecontrol.db import Database
-from devicecontrol.prepared import Prepared
+from devicecontrol.database.engine import Database
+from devicecontrol.database.prepared import Prepared
+from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controller_assignments, controllers
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 CONTROLLER_FIELDS = {

@@ -12,9 +12,9 @@ from sqlalchemy import func, select
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
+from devicecontrol.database.tables import controllers
 from devicecontrol.errors import Conflict
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controllers
 from tests.lock_waits import until_waiting_on_a_lock
 
 SERIAL = "RACE-ADD-1"

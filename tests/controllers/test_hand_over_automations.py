@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from devicecontrol.tables import controllers, geofences, schedules
+from devicecontrol.database.tables import controllers, geofences, schedules
 from tests.devices.helpers import ANA, BOB
 from tests.factories import logged_in_user, make_controller
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
+from devicecontrol.database.tables import controller_assignments
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controller_assignments
 from tests.controllers.helpers import active_rows, concurrent_client, controller_row
 from tests.factories import logged_in_user, make_controller
 

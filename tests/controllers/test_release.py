@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from devicecontrol.clock import format_timestamp
+from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import controller_assignments, controllers
 from tests.controllers.helpers import (
     RECORD_FIELDS,
     TIMESTAMP,

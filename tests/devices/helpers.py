@@ -10,10 +10,12 @@ import msgspec
 from sqlalchemy import Row, select
 
 from devicecontrol.clock import utcnow
-from devicecontrol.devices import commands, readings_repository, repository
-from devicecontrol.devices.readings_repository import ArrivedReading
+from devicecontrol.database.tables import commands as commands_table
+from devicecontrol.devices import repository
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.devices.readings.repository import ArrivedReading
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import commands as commands_table
 
 ANA = "ana@example.com"
 BOB = "bob@example.com"

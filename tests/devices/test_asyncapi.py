@@ -8,10 +8,11 @@ import random
 import jsonschema
 import pytest
 
-from devicecontrol.devices import commands, repository
+from devicecontrol.devices import repository
 from devicecontrol.devices.asyncapi import asyncapi_document
 from devicecontrol.devices.catalogue import CATALOGUE
-from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES, RejectedPayload, parse_object
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.readings.service import MAX_PAYLOAD_BYTES, RejectedPayload, parse_object
 from devicecontrol.devices.simulator import DeviceState, carry_out, reading_of
 from tests.factories import make_controller, make_user
 

@@ -8,7 +8,9 @@ import pytest
 
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers import service as controllers_service
-from devicecontrol.devices import command_status, commands, lifecycle
+from devicecontrol.devices.commands import lifecycle
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.commands import status as command_status
 from devicecontrol.errors import TooManyRequests
 from tests.factories import make_controller, make_user
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from devicecontrol.controllers.identity import claim_code_digest
-from devicecontrol.db import POSTGRES_WRITE_POOL, SQLITE_WRITE_POOL
+from devicecontrol.database.engine import POSTGRES_WRITE_POOL, SQLITE_WRITE_POOL
 from tests.observability.scrape import parse, value
 from tests.processes import run_cli, running_server
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from devicecontrol import demo
+from devicecontrol.demo import data as demo
 from tests.processes import child_environment, free_port, running_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"

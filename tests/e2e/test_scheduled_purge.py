@@ -15,8 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.auth.tokens import digest
 from devicecontrol.clock import utcnow
-from devicecontrol.db import Database
-from devicecontrol.tables import access_tokens, clients, refresh_tokens, throttle_failures, users
+from devicecontrol.database.engine import Database
+from devicecontrol.database.tables import (
+    access_tokens,
+    clients,
+    refresh_tokens,
+    throttle_failures,
+    users,
+)
 from tests.e2e.provisioning import client_and_user
 from tests.processes import Server, free_port, run_cli, running_server
 

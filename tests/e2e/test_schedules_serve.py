@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 from sqlalchemy import update
 
-from devicecontrol.db import Database
-from devicecontrol.tables import schedules
+from devicecontrol.database.engine import Database
+from devicecontrol.database.tables import schedules
 from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.provisioning import client_and_user, plugs
 from tests.processes import running_server

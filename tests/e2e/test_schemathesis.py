@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from devicecontrol import demo
+from devicecontrol.demo import data as demo
 from tests.processes import child_environment, running_server
 
 CHECKS = (

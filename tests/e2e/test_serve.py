@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from devicecontrol import demo
+from devicecontrol.demo import data as demo
 from tests.e2e.provisioning import client_and_user, plugs
 from tests.processes import Server, free_port, run_cli, running_server
 

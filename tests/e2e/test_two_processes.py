@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 from sqlalchemy import select
 
-from devicecontrol.db import Database
-from devicecontrol.tables import controller_assignments, controllers
+from devicecontrol.database.engine import Database
+from devicecontrol.database.tables import controller_assignments, controllers
 from tests.cli.support import run_cli_in_process
 from tests.processes import Server, running_server
 

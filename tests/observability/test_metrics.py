@@ -10,10 +10,10 @@ import httpx
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
-from devicecontrol import db
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
-from devicecontrol.hot_pool import HOT_POOL_SIZE
+from devicecontrol.database import engine as db
+from devicecontrol.database.hot_pool import HOT_POOL_SIZE
 from devicecontrol.runtime import Runtime
 from tests.factories import (
     CLIENT_ID,

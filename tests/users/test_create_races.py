@@ -12,10 +12,10 @@ import asyncio
 import pytest
 from sqlalchemy import select
 
+from devicecontrol.database.tables import countries, users
 from devicecontrol.errors import Conflict
 from devicecontrol.geo import find_place
 from devicecontrol.runtime import Runtime
-from devicecontrol.tables import countries, users
 from devicecontrol.users import repository
 from devicecontrol.users import service as users_service
 from devicecontrol.users.service import create_user

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select, update
 
 from devicecontrol.clock import utcnow
-from devicecontrol.tables import countries, users
+from devicecontrol.database.tables import countries, users
 from devicecontrol.users.service import create_user
 from tests.factories import PASSWORD, bearer, logged_in_user, login, make_client
 

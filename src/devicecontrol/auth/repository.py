@@ -6,10 +6,10 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Row, bindparam, insert, select, update
 
-from devicecontrol import prepared
-from devicecontrol.db import Reader, Writer
-from devicecontrol.prepared import Prepared
-from devicecontrol.tables import access_tokens, clients, refresh_tokens, users
+from devicecontrol.database import prepared
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.prepared import Prepared
+from devicecontrol.database.tables import access_tokens, clients, refresh_tokens, users
 
 
 async def find_client(connection: Reader, client_id: str) -> Row | None:

@@ -13,7 +13,6 @@ from litestar import Controller, Request, Response, post
 from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 
-from devicecontrol.addresses import client_address
 from devicecontrol.auth import service
 from devicecontrol.auth.schemas import (
     AuthTokens,
@@ -23,10 +22,12 @@ from devicecontrol.auth.schemas import (
     RevokeResponse,
     TokenResponse,
 )
-from devicecontrol.bodies import check_string_fields, read_json_object
-from devicecontrol.errors import EXCEPTION_HANDLERS, BadRequest, OAuthError
-from devicecontrol.hal import HAL_JSON, self_links
-from devicecontrol.openapi import CLIENT_CREDENTIALS, TokenOperation, problems, with_body
+from devicecontrol.errors import BadRequest, OAuthError
+from devicecontrol.http.addresses import client_address
+from devicecontrol.http.bodies import check_string_fields, read_json_object
+from devicecontrol.http.hal import HAL_JSON, self_links
+from devicecontrol.http.openapi import CLIENT_CREDENTIALS, TokenOperation, problems, with_body
+from devicecontrol.http.problems import EXCEPTION_HANDLERS
 from devicecontrol.runtime import Runtime
 
 NO_STORE = [

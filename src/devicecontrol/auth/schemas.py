@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from devicecontrol.hal import SelfLinks
-from devicecontrol.openapi import OptionalField, RequiredField
+from devicecontrol.http.hal import SelfLinks
+from devicecontrol.http.openapi import OptionalField, RequiredField
 
 
 class AuthTokens(msgspec.Struct, frozen=True):

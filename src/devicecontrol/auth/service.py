@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from sqlalchemy import Row
 
-from devicecontrol import throttling
 from devicecontrol.auth import repository, tokens
 from devicecontrol.auth.passwords import (
     hash_password_off_loop,
@@ -18,11 +17,12 @@ from devicecontrol.auth.passwords import (
 )
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import utcnow
-from devicecontrol.db import Reader, Writer
+from devicecontrol.database.engine import Reader, Writer
 from devicecontrol.errors import OAuthError, Unauthenticated
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
-from devicecontrol.throttling import Subject
+from devicecontrol.throttling import rules as throttling
+from devicecontrol.throttling.rules import Subject
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.identity import username_key
 

@@ -15,7 +15,7 @@ import click
 
 from devicecontrol.cli.core import OperatorError, database_option
 from devicecontrol.config import SettingsError, load_settings
-from devicecontrol.db import driver_url
+from devicecontrol.database.engine import driver_url
 
 # the backup's read snapshot waits at most this long for a lock (WAL readers rarely wait)
 SOURCE_BUSY_TIMEOUT_S = 10.0

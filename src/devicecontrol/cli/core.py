@@ -16,8 +16,8 @@ import click
 from sqlalchemy.exc import DBAPIError
 
 from devicecontrol.config import SettingsError, load_settings
+from devicecontrol.database.migrate import upgrade_database
 from devicecontrol.errors import DomainError, is_database_outage
-from devicecontrol.migrate import upgrade_database
 from devicecontrol.observability.logs import configure_cli_logging
 from devicecontrol.runtime import Runtime
 

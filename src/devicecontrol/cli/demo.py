@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from devicecontrol import demo as demo_data
 from devicecontrol.cli.core import OperatorError, database_option, run_with_database
+from devicecontrol.demo import data as demo_data
 from devicecontrol.runtime import Runtime
 
 

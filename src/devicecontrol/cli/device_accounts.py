@@ -19,7 +19,7 @@ from typing import Any, cast
 from devicecontrol.controllers import provisioning, registry_repository
 from devicecontrol.controllers.csvfile import open_rows
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
-from devicecontrol.db import Database, Writer
+from devicecontrol.database.engine import Database, Writer
 from devicecontrol.devices import identity
 from devicecontrol.devices.link.mosquitto import dynsec
 from devicecontrol.errors import InvalidField

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from devicecontrol import demo as demo_data
 from devicecontrol.cli.core import OperatorError
 from devicecontrol.config import SettingsError, load_settings
+from devicecontrol.demo import data as demo_data
 from devicecontrol.devices.simulator import DeviceCredentials, simulate
 
 GENERIC_TYPE = "generic"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from devicecontrol.automations.geofences.listing import list_geofences
 from devicecontrol.cli.core import database_option, run_with_database
 from devicecontrol.cli.listing import Column, listing_options, print_listing
-from devicecontrol.geofences.listing import list_geofences
 
 _GEOFENCE_COLUMNS = (
     Column("id", "id", numeric=True),

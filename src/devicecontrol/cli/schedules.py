@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from devicecontrol.automations.schedules.listing import list_schedules
 from devicecontrol.cli.core import database_option, run_with_database
 from devicecontrol.cli.listing import Column, listing_options, print_listing
-from devicecontrol.schedules.listing import list_schedules
 
 _SCHEDULE_COLUMNS = (
     Column("next_fire_at", "next (UTC)"),

@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from devicecontrol import demo as demo_data
 from devicecontrol.cli.core import (
     OperatorError,
     build_runtime,
@@ -18,6 +17,7 @@ from devicecontrol.cli.core import (
 from devicecontrol.cli.demo import fill_if_empty
 from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
+from devicecontrol.demo import data as demo_data
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.devices.link.process import LinkProcess
 from devicecontrol.observability.logs import serve_logging_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from devicecontrol.cli.core import database_option, run_with_database
-from devicecontrol.housekeeping import PurgeReport, purge
+from devicecontrol.housekeeping.purge import PurgeReport, purge
 from devicecontrol.runtime import Runtime
 
 

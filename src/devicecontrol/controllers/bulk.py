@@ -19,7 +19,7 @@ from devicecontrol.controllers import registry_repository
 from devicecontrol.controllers.csvfile import NumberedRow
 from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.controllers.spec import ControllerSpec, parse_spec
-from devicecontrol.db import Writer
+from devicecontrol.database.engine import Writer
 from devicecontrol.devices.identity import device_secret_digest
 from devicecontrol.errors import InvalidField
 from devicecontrol.users.identity import username_key

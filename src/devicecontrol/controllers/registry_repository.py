@@ -16,8 +16,8 @@ from sqlalchemy import Row, func, insert, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from devicecontrol.controllers.repository import assignment_snapshot
-from devicecontrol.db import Reader, Writer
-from devicecontrol.tables import controller_assignments, controllers, users
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.tables import controller_assignments, controllers, users
 
 # bound parameters per IN list: far below SQLite's (32766) and PostgreSQL's (65535) limits
 LOOKUP_CHUNK = 1000

@@ -23,13 +23,11 @@ from sqlalchemy import (
     update,
 )
 
-from devicecontrol import prepared
 from devicecontrol.auth.repository import LIVE_ACCESS_TOKENS, live_access_token
-from devicecontrol.db import Reader, Writer
-from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
-from devicecontrol.devices.repository import last_params_of_current_owner
-from devicecontrol.prepared import Prepared
-from devicecontrol.tables import (
+from devicecontrol.database import prepared
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.prepared import Prepared
+from devicecontrol.database.tables import (
     access_tokens,
     controller_assignments,
     controllers,
@@ -37,6 +35,8 @@ from devicecontrol.tables import (
     latest_readings,
     schedules,
 )
+from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
+from devicecontrol.devices.repository import last_params_of_current_owner
 
 PUBLIC_COLUMNS = (
     controllers.c.user_id,

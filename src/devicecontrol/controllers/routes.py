@@ -10,7 +10,6 @@ from litestar.params import PathParameter, QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
-from devicecontrol.bodies import check_string_fields, read_json_object
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers import service
 from devicecontrol.controllers.identity import SERIAL_NUMBER
@@ -28,10 +27,11 @@ from devicecontrol.controllers.schemas import (
     EmbeddedControllers,
     ReassignRequest,
 )
-from devicecontrol.devices.readings import joined_controller_log
-from devicecontrol.hal import HAL_JSON, controller_path, page_members, self_links
-from devicecontrol.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
-from devicecontrol.paging import MAX_PAGE, page_request
+from devicecontrol.devices.readings.service import joined_controller_log
+from devicecontrol.http.bodies import check_string_fields, read_json_object
+from devicecontrol.http.hal import HAL_JSON, controller_path, page_members, self_links
+from devicecontrol.http.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
+from devicecontrol.http.paging import MAX_PAGE, page_request
 from devicecontrol.runtime import Runtime
 
 # the text as sent: paging.page_request parses it strictly (Litestar's int would take "2.0",

@@ -9,8 +9,8 @@ from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import KwargDefinition
 
 from devicecontrol.clock import TIMESTAMP_PATTERN
-from devicecontrol.hal import PageLinks, SelfLinks
-from devicecontrol.openapi import OptionalField
+from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.openapi import OptionalField
 from devicecontrol.users.identity import MAX_EMAIL_LENGTH
 
 # a reading as the API shows it (devices.readings.shown_reading): what the device reported,

@@ -10,20 +10,21 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 
-from devicecontrol import throttling
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import authenticate_bearer, authenticate_bearer_reading
 from devicecontrol.clock import utcnow
 from devicecontrol.config import ThrottleRule
 from devicecontrol.controllers import repository
 from devicecontrol.controllers.identity import claim_code_digest, is_serial_number, normalize_mac
-from devicecontrol.db import Writer
-from devicecontrol.devices import lifecycle
+from devicecontrol.database.engine import Writer
+from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices import service as devices
+from devicecontrol.devices.commands import lifecycle
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
+from devicecontrol.http.paging import page_request
 from devicecontrol.observability.audit import AuditEvent
-from devicecontrol.paging import Page, PageRequest, page_request
 from devicecontrol.runtime import Runtime
+from devicecontrol.throttling import rules as throttling
 from devicecontrol.users.identity import email_problem, username_key
 from devicecontrol.users.repository import find_active_user_id
 

@@ -14,7 +14,7 @@ from litestar import MediaType, Response, get
 
 from devicecontrol import __version__
 from devicecontrol.devices.catalogue import CATALOGUE, IntegerRange, OneOf, Parameter
-from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES
+from devicecontrol.devices.readings.service import MAX_PAYLOAD_BYTES
 
 TIMESTAMP = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"}
 SERIAL = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from devicecontrol import throttling
 from devicecontrol.auth import tokens
 from devicecontrol.clock import utcnow
 from devicecontrol.controllers.identity import is_serial_number
@@ -23,6 +22,7 @@ from devicecontrol.errors import NotFound
 from devicecontrol.observability import audit
 from devicecontrol.observability.metrics import THROTTLED
 from devicecontrol.runtime import Runtime
+from devicecontrol.throttling import rules as throttling
 
 DEVICE_SERIAL = "device_serial"
 DEVICE_ADDRESS = "device_address"

@@ -8,17 +8,17 @@ from typing import Any
 
 from sqlalchemy import Row, and_, bindparam, func, insert, select, update
 
-from devicecontrol import prepared
-from devicecontrol.db import Reader, Writer
-from devicecontrol.devices import command_status
-from devicecontrol.devices.command_status import EXPIRED, FAILED, QUEUED
-from devicecontrol.prepared import Prepared
-from devicecontrol.tables import (
+from devicecontrol.database import prepared
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.prepared import Prepared
+from devicecontrol.database.tables import (
     commands,
     controller_assignments,
     controllers,
     latest_readings,
 )
+from devicecontrol.devices.commands import status as command_status
+from devicecontrol.devices.commands.status import EXPIRED, FAILED, QUEUED
 
 UNFINISHED = sorted(command_status.UNFINISHED)
 

@@ -12,10 +12,11 @@ from litestar.params import PathParameter, QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
-from devicecontrol.bodies import read_json_object
 from devicecontrol.clock import TIMESTAMP_PATTERN, format_timestamp
 from devicecontrol.controllers.routes import PageNumber, PageSize, SerialNumber
-from devicecontrol.devices import commands, readings, service
+from devicecontrol.devices import service
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.readings import service as readings
 from devicecontrol.devices.schemas import (
     CommandBody,
     CommandPage,
@@ -30,8 +31,9 @@ from devicecontrol.devices.schemas import (
     ProviderSendResponse,
     ReadingPage,
 )
-from devicecontrol.hal import HAL_JSON, api_path, controller_path, page_members, self_links
-from devicecontrol.openapi import BEARER, ApiOperation, problems, with_body
+from devicecontrol.http.bodies import read_json_object
+from devicecontrol.http.hal import HAL_JSON, api_path, controller_path, page_members, self_links
+from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
 from devicecontrol.runtime import Runtime
 
 # the text as sent, checked by devices/service.py; documented as what it accepts

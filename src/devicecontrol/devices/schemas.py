@@ -11,10 +11,10 @@ from litestar.params import KwargDefinition
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.controllers.schemas import Reading
-from devicecontrol.devices.command_status import CommandStatus
-from devicecontrol.devices.commands import MAX_TTL_S, MIN_TTL_S
-from devicecontrol.hal import PageLinks, SelfLinks
-from devicecontrol.openapi import NO_NUL
+from devicecontrol.devices.commands.service import MAX_TTL_S, MIN_TTL_S
+from devicecontrol.devices.commands.status import CommandStatus
+from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.openapi import NO_NUL
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
 COMMAND_NAME_PATTERN = "^[a-z][a-z0-9_]{0,63}$"

@@ -15,13 +15,15 @@ from typing import Any
 import msgspec
 from sqlalchemy import Row
 
-from devicecontrol.bodies import check_string_fields, string_field_errors
 from devicecontrol.clock import TIMESTAMP_FORMAT, TIMESTAMP_PATTERN
-from devicecontrol.devices import commands, readings
+from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices.catalogue import MELISSA, integral
-from devicecontrol.devices.commands import OwnedDevice
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.commands.service import OwnedDevice
+from devicecontrol.devices.readings import service as readings
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.paging import Page, PageRequest, page_request
+from devicecontrol.http.bodies import check_string_fields, string_field_errors
+from devicecontrol.http.paging import page_request
 from devicecontrol.runtime import Runtime
 
 # Home Assistant's Melissa climate entity reads these four from ``command_log`` as the air

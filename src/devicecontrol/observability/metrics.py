@@ -30,7 +30,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from devicecontrol.db import Database
+from devicecontrol.database.engine import Database
 
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 # read when prometheus_client is imported, as prometheus_client itself does

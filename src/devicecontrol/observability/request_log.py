@@ -21,8 +21,8 @@ from time import perf_counter
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from devicecontrol.addresses import scope_client_address
 from devicecontrol.config import IPNetwork
+from devicecontrol.http.addresses import scope_client_address
 from devicecontrol.observability.logs import REQUEST_ID, emit
 from devicecontrol.observability.metrics import REQUEST_METRICS
 

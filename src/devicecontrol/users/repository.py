@@ -7,11 +7,11 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Row, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from devicecontrol import prepared
-from devicecontrol.db import Reader, Writer
+from devicecontrol.database import prepared
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.prepared import Prepared
+from devicecontrol.database.tables import controllers, countries, users
 from devicecontrol.geo import Place
-from devicecontrol.prepared import Prepared
-from devicecontrol.tables import controllers, countries, users
 
 # built once: read on every users/me call
 _PROFILE = Prepared(

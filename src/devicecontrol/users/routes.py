@@ -12,8 +12,8 @@ from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import format_timestamp
-from devicecontrol.hal import HAL_JSON, Link, api_path
-from devicecontrol.openapi import BEARER, ApiOperation, problems
+from devicecontrol.http.hal import HAL_JSON, Link, api_path
+from devicecontrol.http.openapi import BEARER, ApiOperation, problems
 from devicecontrol.runtime import Runtime
 from devicecontrol.users import service
 from devicecontrol.users.schemas import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from devicecontrol.hal import Link
+from devicecontrol.http.hal import Link
 
 
 class CountryRecord(msgspec.Struct, frozen=True):

@@ -27,13 +27,16 @@ from datetime import datetime
 from typing import Any
 
 from devicecontrol.clock import utcnow
-from devicecontrol.db import Writer
-from devicecontrol.devices import commands, readings, readings_repository, repository, topics
+from devicecontrol.database.engine import Writer
+from devicecontrol.devices import repository, topics
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.limits import drop
 from devicecontrol.devices.link.outbox import RoundTrips
-from devicecontrol.devices.readings import RejectedPayload
-from devicecontrol.devices.readings_repository import ArrivedReading
+from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.devices.readings import service as readings
+from devicecontrol.devices.readings.repository import ArrivedReading
+from devicecontrol.devices.readings.service import RejectedPayload
 from devicecontrol.notifications import COMMAND_FINISHED, Change
 from devicecontrol.observability.metrics import DEVICE_INGEST_FAILING, DEVICE_INGEST_QUEUED
 from devicecontrol.runtime import Runtime

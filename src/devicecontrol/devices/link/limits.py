@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from devicecontrol.clock import monotonic
 from devicecontrol.config import ThrottleRule
-from devicecontrol.devices.readings import MAX_PAYLOAD_BYTES
+from devicecontrol.devices.readings.service import MAX_PAYLOAD_BYTES
 from devicecontrol.observability.metrics import DEVICE_MESSAGES_DROPPED
 
 __all__ = ["MAX_PAYLOAD_BYTES", "MessageRate", "drop"]

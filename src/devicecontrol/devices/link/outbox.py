@@ -27,7 +27,8 @@ from typing import Any, Final, Literal
 from sqlalchemy import Row
 
 from devicecontrol.clock import monotonic, utcnow
-from devicecontrol.devices import commands, repository, topics
+from devicecontrol.devices import repository, topics
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.mailbox import Mailbox
 from devicecontrol.devices.link.ports import Broker, DeviceConnection

@@ -1,0 +1,1 @@
+"""Automations of the original API: geofences and weekly schedules, and what they share."""

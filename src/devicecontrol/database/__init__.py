@@ -1,0 +1,1 @@
+"""The database: engines and their writers, the schema, migrations, prepared hot statements."""

@@ -1,0 +1,1 @@
+"""Commands: their statuses, the lifecycle that moves them, making and reading them."""

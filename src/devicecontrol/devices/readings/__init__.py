@@ -1,0 +1,1 @@
+"""Readings: what devices report, stored, and shown to their owner."""

@@ -1,0 +1,164 @@
+"""Queries for readings: the history, and the latest reading kept apart. No rules here."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.tables import controllers, latest_readings, readings
+from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivedReading:
+    """A reading the link accepted: its controller, its stored JSON and when it arrived."""
+
+    controller_id: int
+    payload: str
+    arrived_at: datetime
+
+
+def _readings_of(controller_id: int, assignment_id: int, since: Any, until: Any) -> list[Any]:
+    conditions = [
+        readings.c.controller_id == controller_id,
+        readings.c.assignment_id == assignment_id,
+    ]
+    if since is not None:
+        conditions.append(readings.c.created_at >= since)
+    if until is not None:
+        conditions.append(readings.c.created_at < until)
+    return conditions
+
+
+async def count_readings(
+    connection: Reader,
+    controller_id: int,
+    assignment_id: int,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+) -> int:
+    query = (
+        select(func.count())
+        .select_from(readings)
+        .where(*_readings_of(controller_id, assignment_id, since, until))
+    )
+    count: int = (await connection.execute(query)).scalar_one()
+    return count
+
+
+async def list_readings(
+    connection: Reader,
+    controller_id: int,
+    assignment_id: int,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    offset: int,
+    limit: int,
+) -> list[Row[Any]]:
+    query = (
+        select(readings.c.payload, readings.c.created_at)
+        .where(*_readings_of(controller_id, assignment_id, since, until))
+        .order_by(readings.c.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return list(await connection.execute(query))
+
+
+async def delete_readings_before(connection: Writer, cutoff: datetime, limit: int) -> int:
+    """Delete up to ``limit`` readings older than ``cutoff`` (never a controller's latest)."""
+    batch = (
+        select(readings.c.id)
+        .where(
+            readings.c.created_at < cutoff,
+            readings.c.id.not_in(select(latest_readings.c.reading_id)),
+        )
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await connection.execute(delete(readings).where(readings.c.id.in_(batch)))
+    return result.rowcount
+
+
+async def recent_payloads(connection: Reader, controller_id: int, limit: int) -> list[str]:
+    """The controller's ``limit`` newest stored readings, as stored (a redelivery check)."""
+    query = (
+        select(readings.c.payload)
+        .where(readings.c.controller_id == controller_id)
+        .order_by(readings.c.id.desc())
+        .limit(limit)
+    )
+    return list((await connection.execute(query)).scalars())
+
+
+LATEST_FIELDS = ("reading_id", "assignment_id", "payload", "created_at")
+
+
+async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading]) -> None:
+    """Store a batch of readings (in arrival order) and make each controller's newest its
+    latest: one multi-row INSERT for the history, one upsert of the latest readings and one
+    update of ``last_seen``, each with all the batch's controllers at once.
+
+    The ownership is looked up in the same transaction, so a reading and a hand-over are
+    ordered by arrival, never by second-precision timestamps.
+    """
+    controller_ids = sorted({a.controller_id for a in arrived})
+    owned = await connection.execute(OWNERS_OF, {"ids": controller_ids})
+    owners: dict[int, int | None] = {row.id: row.assignment_id for row in owned}
+    rows: list[dict[str, Any]] = [
+        {
+            "controller_id": a.controller_id,
+            "assignment_id": owners.get(a.controller_id),
+            "payload": a.payload,
+            "created_at": a.arrived_at,
+        }
+        for a in arrived
+    ]
+    ids = (await connection.execute(READINGS_INSERT, rows)).scalars()
+    newest: dict[int, dict[str, Any]] = {}
+    for row, reading_id in zip(rows, ids, strict=True):
+        newest[row["controller_id"]] = {**row, "reading_id": reading_id}
+    await connection.execute(
+        _latest_upsert(connection.dialect.name),
+        [
+            {name: row[name] for name in ("controller_id", *LATEST_FIELDS)}
+            for row in newest.values()
+        ],
+    )
+    await connection.execute(
+        LAST_SEEN_UPDATE,
+        [{"b_id": cid, "b_last_seen": row["created_at"]} for cid, row in newest.items()],
+    )
+
+
+# built once: a batch of readings is written every few milliseconds, and building the
+# upsert (its ``excluded`` columns) costs more than running it (py-spy)
+OWNERS_OF = select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).where(
+    controllers.c.id.in_(bindparam("ids", expanding=True))
+)
+READINGS_INSERT = insert(readings).returning(readings.c.id, sort_by_parameter_order=True)
+LAST_SEEN_UPDATE = (
+    update(controllers)
+    .where(controllers.c.id == bindparam("b_id"))
+    .values(last_seen=bindparam("b_last_seen"))
+)
+
+
+@functools.cache
+def _latest_upsert(dialect_name: str) -> Any:
+    """Each controller's newest reading of a batch becomes its latest (an upsert)."""
+    dialect_insert = postgresql.insert if dialect_name == "postgresql" else sqlite.insert
+    upsert = dialect_insert(latest_readings)
+    return upsert.on_conflict_do_update(
+        index_elements=[latest_readings.c.controller_id],
+        set_={name: upsert.excluded[name] for name in LATEST_FIELDS},
+    )

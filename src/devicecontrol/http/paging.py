@@ -1,0 +1,54 @@
+"""Page requests of HAL collections: one set of rules for every paged endpoint."""
+
+from __future__ import annotations
+
+import re
+
+from devicecontrol.config import Settings
+from devicecontrol.database.pages import PageRequest
+from devicecontrol.errors import InvalidField
+
+# a page number or size as query text: ASCII digits only, so "2.0", "1e3", "+1", " 1", "0x10"
+# and other scripts' digits are not numbers (int() would take some of them)
+_DIGITS = re.compile(r"[0-9]+")
+# the largest page: what a signed 64-bit integer holds, in any client and any database
+MAX_PAGE = 2**63 - 1
+
+
+def _number(text: int | str | None, field: str, problem: str, maximum: int) -> int | None:
+    """The query text as an int (None when absent); anything but digits is ``problem``."""
+    if text is None or isinstance(text, int):
+        return text
+    if not _DIGITS.fullmatch(text):
+        raise InvalidField(field, problem)
+    digits = text.lstrip("0")
+    # more digits than the maximum has is out of range without converting them
+    return maximum + 1 if len(digits) > len(str(maximum)) else int(digits or "0")
+
+
+def page_request(
+    settings: Settings, page: int | str | None, page_size: int | str | None
+) -> PageRequest:
+    """Check the paging parameters against the contract: positive page, size 1..maximum.
+
+    Both may be the query text as sent (None when absent): only ASCII digits are a number,
+    so ``page=2.0`` or ``page_size=null`` is a 400 like any other non-number, not a default.
+    """
+    page_problem = f"must be an integer between 1 and {MAX_PAGE}"
+    size_problem = f"must be an integer between 1 and {settings.max_page_size}"
+    number = _number(page, "page", page_problem, MAX_PAGE)
+    size = _number(page_size, "page_size", size_problem, settings.max_page_size)
+    number = 1 if number is None else number
+    size = settings.default_page_size if size is None else size
+    if not 1 <= number <= MAX_PAGE:
+        raise InvalidField("page", page_problem)
+    if not 1 <= size <= settings.max_page_size:
+        raise InvalidField("page_size", size_problem)
+    return PageRequest(page=number, page_size=size)
+
+
+def size_query(settings: Settings, paging: PageRequest) -> dict[str, str | int]:
+    """The ``page_size`` that page links carry: only a non-default one."""
+    if paging.page_size == settings.default_page_size:
+        return {}
+    return {"page_size": paging.page_size}

@@ -1,0 +1,1 @@
+"""Failure counters that throttle guessable steps (logins, claims, device connects)."""
