@@ -1,4 +1,4 @@
-"""python -m bench.brokers: message throughput of the embedded broker against Mosquitto.
+"""python -m bench.brokers: message throughput of amqtt's general broker against Mosquitto.
 
 The device link's broker choice (docs/DESIGN.md), measured: a plain amqtt broker (no
 plugins, the library's own cost), and Mosquitto from Debian's package, each on a free

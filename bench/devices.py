@@ -1,4 +1,4 @@
-"""python -m bench.devices: the device link under a fleet (issue 19).
+"""python -m bench.devices: the device link under a fleet.
 
 A real ``devicecontrol serve`` on a throw-away database, provisioned by ``controllers
 import`` with device secrets, the operators' way. DEVICES devices connect over raw MQTT

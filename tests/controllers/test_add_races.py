@@ -1,5 +1,5 @@
 """``controllers add`` racing another registration of the same serial: a Conflict, never an
-outage. On PostgreSQL both can miss each other's row and reach the unique key (issue 12).
+outage. On PostgreSQL both can miss each other's row and reach the unique key.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def assert_invalid_token(http: httpx.Client, access_token: str) -> None:
         assert response.headers["www-authenticate"] == INVALID_TOKEN
 
 
-# issue 4: a cache may serve a revoked token or a reassigned controller for up to a second
+# a cache may serve a revoked token or a reassigned controller for up to a second
 STALENESS_BOUND_S = 1.0
 POLL_S = 0.01
 

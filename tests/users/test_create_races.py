@@ -2,7 +2,7 @@
 
 The city's country record is written by whichever account comes first; on PostgreSQL two
 transactions can both miss it and both insert it. That must not surface as "a user named
-... already exists" (issue 12): only a real duplicate username may.
+... already exists": only a real duplicate username may.
 """
 
 from __future__ import annotations

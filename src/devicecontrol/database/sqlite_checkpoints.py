@@ -4,7 +4,7 @@ Why: SQLite checkpoints on the commit that takes its write-ahead log past 1,000 
 inside that commit. The service's writes run on the event loop's thread
 (``db.InlineWriter``), so such a commit stopped the loop for the checkpoint's copy and
 fsync: 150 to 200 ms every 2.5 s on this disk at 1,000 device readings a second, seen as
-the device link's PUBACK and command round trip p99 (docs/PERFORMANCE.md, issue 19).
+the device link's PUBACK and command round trip p99 (docs/PERFORMANCE.md).
 The writers' connections have ``wal_autocheckpoint`` off, and each process that writes
 checkpoints from a thread of its own instead, every ``CHECKPOINT_EVERY_S``.
 
