@@ -102,6 +102,23 @@ async def test_create_checks_the_body_strictly(runtime, client, body, field):
     assert await command_rows(runtime, "PLUG1") == []
 
 
+async def test_one_answer_names_every_refused_field_of_the_body(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "PLUG1", owner=ANA, type="smart_plug")
+    body = {"name": "Switch", "params": ["on"], "ttl": 0, "priority": 1, "x" * 100: 2}
+    response = await client.post(COMMANDS.format("PLUG1"), json=body, headers=ana)
+    errors = assert_problem(response, 400)["errors"]
+    assert errors == [
+        {"field": "priority", "message": "is not a field of this request"},
+        {"field": "x" * 64, "message": "is not a field of this request"},
+        {"field": "name", "message": "must match [a-z][a-z0-9_]{0,63}"},
+        {"field": "params", "message": "must be an object"},
+        {"field": "ttl", "message": "must be whole seconds, 1 to 86400"},
+    ]
+    missing = await client.post(COMMANDS.format("PLUG1"), json={"name": None}, headers=ana)
+    assert assert_problem(missing, 400)["errors"] == [{"field": "name", "message": "is required"}]
+
+
 async def test_create_takes_integral_floats_for_catalogue_integers(runtime, client):
     _, ana = await logged_in_user(runtime, client, ANA)
     await make_controller(runtime, "MEL1", owner=ANA, type="melissa")

@@ -11,13 +11,16 @@ from litestar.params import KwargDefinition
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.controllers.schemas import Reading
+from devicecontrol.devices.catalogue import COMMAND_NAME
 from devicecontrol.devices.commands.service import MAX_TTL_S, MIN_TTL_S
 from devicecontrol.devices.commands.status import CommandStatus
+from devicecontrol.http.bodies import Refused
 from devicecontrol.http.hal import PageLinks, SelfLinks
 from devicecontrol.http.openapi import NO_NUL
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
-COMMAND_NAME_PATTERN = "^[a-z][a-z0-9_]{0,63}$"
+COMMAND_NAME_PATTERN = COMMAND_NAME.pattern
+_NAME_RULE = f"must match {COMMAND_NAME_PATTERN.strip('^$')}"  # as the catalogue words it
 
 
 class CommandBody(msgspec.Struct, frozen=True):
@@ -104,7 +107,8 @@ class ProviderFetchResponse(msgspec.Struct, frozen=True):
 
 
 # Request bodies, as documented in the OpenAPI document; the handlers read them themselves
-# (bodies.read_json_object) and devices/service.py checks them.
+# (bodies.read_json_object). devices/service.py checks the /provider pair by hand (their
+# serial number names the controller, whose 404 comes first) and decodes CommandRequest.
 
 SerialNumberField = Annotated[str, msgspec.Meta(pattern=SERIAL_NUMBER.pattern)]
 _ANY_TAKEN = " Taken by some commands; ignored by the others, whatever its value."
@@ -159,6 +163,9 @@ class CommandRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     parameter the command does not take is refused, and so is any other field. Integers
     may be sent as integral numbers (`22.0`)."""
 
-    name: Annotated[str, msgspec.Meta(pattern=COMMAND_NAME_PATTERN)]
-    params: dict[str, Any] | None = None
-    ttl: Annotated[int, msgspec.Meta(ge=MIN_TTL_S, le=MAX_TTL_S)] | None = None
+    name: Annotated[str, msgspec.Meta(pattern=COMMAND_NAME_PATTERN), Refused(_NAME_RULE)]
+    params: Annotated[dict[str, Any] | None, Refused("must be an object")] = None
+    ttl: Annotated[
+        Annotated[int, msgspec.Meta(ge=MIN_TTL_S, le=MAX_TTL_S)] | None,
+        Refused(f"must be whole seconds, {MIN_TTL_S} to {MAX_TTL_S}"),
+    ] = None

@@ -21,8 +21,9 @@ from devicecontrol.devices.catalogue import MELISSA, integral
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.commands.service import OwnedDevice
 from devicecontrol.devices.readings import service as readings
+from devicecontrol.devices.schemas import CommandRequest
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.bodies import check_string_fields, string_field_errors
+from devicecontrol.http.bodies import check_string_fields, decode_body
 from devicecontrol.http.paging import page_request
 from devicecontrol.runtime import Runtime
 
@@ -32,7 +33,6 @@ from devicecontrol.runtime import Runtime
 # "off until told otherwise" (docs/DESIGN.md).
 NO_SETTINGS_YET = {"state": 0, "mode": 0, "temp": 20, "fan": 0}
 MAX_WAIT_S = 30
-NATIVE_FIELDS = ("name", "params", "ttl")
 PROVIDER_FIELDS = ("serial_number", "command")
 # ASCII digits only: ``\d`` would take other scripts' digits too
 _DIGITS = re.compile(r"[0-9]+")
@@ -99,30 +99,13 @@ def wait_seconds(text: str | None) -> int:
     return int(text)
 
 
-def _native_fields(body: dict[str, Any], default_ttl_s: int) -> tuple[str, dict[str, Any], int]:
-    """``name``, ``params`` and ``ttl`` of a native request; any other field is refused."""
-    errors = [
-        FieldError(name[:64], "is not a field of a command")
-        for name in body
-        if name not in NATIVE_FIELDS
-    ]
-    errors += string_field_errors(body, ("name",))
-    params = body.get("params")
-    if params is None:
-        params = {}
-    elif not isinstance(params, dict):
-        errors.append(FieldError("params", "must be an object"))
-    ttl = body.get("ttl")
-    if isinstance(ttl, float) and integral(ttl) is not None:
-        ttl = integral(ttl)  # 60.0 is a whole number of seconds, as in the catalogue
-    ttl_s = default_ttl_s
-    try:
-        ttl_s = commands.check_ttl(ttl, default_ttl_s)
-    except InvalidField as error:
-        errors += error.errors or []
-    if errors:
-        raise InvalidFields(errors)
-    return body["name"], params, ttl_s
+def _native_request(body: dict[str, Any]) -> CommandRequest:
+    """The native body as ``CommandRequest``; ``ttl`` as an integral number (``60.0``)
+    counts as whole seconds, as the catalogue's integers do."""
+    ttl = integral(body.get("ttl"))
+    if ttl is not None:
+        body = {**body, "ttl": ttl}
+    return decode_body(body, CommandRequest)
 
 
 async def create_command(
@@ -131,9 +114,14 @@ async def create_command(
     """A command checked strictly against the type's catalogue (parameters it does not take
     are refused); with ``wait``, the answer waits until it finishes or that many seconds."""
     wait_s = wait_seconds(wait)
-    name, params, ttl_s = _native_fields(body, runtime.settings.command_ttl_s)
+    sent = _native_request(body)
     command = await commands.create_command(
-        runtime, device, name=name, fields=params, ttl_s=ttl_s, strict=True
+        runtime,
+        device,
+        name=sent.name,
+        fields=sent.params or {},
+        ttl_s=runtime.settings.command_ttl_s if sent.ttl is None else sent.ttl,
+        strict=True,
     )
     if wait_s > 0:
         command = await commands.wait_until_finished(runtime, device, command, timeout_s=wait_s)

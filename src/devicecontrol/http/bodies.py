@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import msgspec
 from litestar import Request
 
-from devicecontrol.errors import BadRequest, FieldError, UnsupportedMediaType
+from devicecontrol.errors import BadRequest, FieldError, InvalidFields, UnsupportedMediaType
 
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 MAX_FIELD_LENGTH = 1024
-MAX_NAME_SHOWN = 64  # of a repeated member name, in the error detail
+MAX_NAME_SHOWN = 64  # of a repeated or unknown member name, in the error detail
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 def media_type(content_types: list[str]) -> str:
@@ -122,3 +124,59 @@ def string_field_errors(
         elif "\x00" in value:
             errors.append(FieldError(name, "must not contain NUL characters"))
     return errors
+
+
+# ---------------------------------------------------------------------------------------
+# bodies decoded into the Struct that also documents them
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The API's words for a value a body field's type refuses, written beside the type
+    (``Annotated[..., Refused("must be ...")]``); msgspec and the OpenAPI document ignore it."""
+
+    message: str
+
+
+def decode_body(body: dict[str, Any], struct: type[S]) -> S:
+    """``body`` as ``struct``, converted by msgspec: the Struct's types and constraints are
+    the rules, as documented. Otherwise a 400 naming every refused field."""
+    try:
+        return msgspec.convert(body, struct)
+    except msgspec.ValidationError as refused:
+        errors = field_errors(body, struct) or [FieldError("", str(refused))]
+        raise InvalidFields(errors) from None
+
+
+def field_errors(body: dict[str, Any], struct: type[msgspec.Struct]) -> list[FieldError]:
+    """What msgspec refuses in ``body``, field by field: unknown fields (when the Struct
+    forbids them), then each of its fields in order."""
+    fields = msgspec.structs.fields(struct)
+    errors = []
+    if struct.__struct_config__.forbid_unknown_fields:
+        known = {field.encode_name for field in fields}
+        errors += [
+            FieldError(name[:MAX_NAME_SHOWN], "is not a field of this request")
+            for name in body
+            if name not in known
+        ]
+    for field in fields:
+        value = body.get(field.encode_name)
+        if field.encode_name not in body:
+            if field.required:
+                errors.append(FieldError(field.encode_name, "is required"))
+            continue
+        try:
+            msgspec.convert(value, field.type)
+        except msgspec.ValidationError as refused:
+            message = "is required" if value is None and field.required else None
+            errors.append(FieldError(field.encode_name, message or _words(field.type, refused)))
+    return errors
+
+
+def _words(annotated: Any, refused: msgspec.ValidationError) -> str:
+    """The field's ``Refused`` message, else msgspec's own."""
+    for extra in get_args(annotated)[1:]:
+        if isinstance(extra, Refused):
+            return extra.message
+    return str(refused)
