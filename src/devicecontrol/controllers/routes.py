@@ -6,13 +6,12 @@ from typing import Annotated, Any, TypeVar
 
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import PathParameter, QueryParameter
+from litestar.params import QueryParameter
 from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers import service
-from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.controllers.schemas import (
     AssignmentPage,
     AssignmentRecord,
@@ -26,37 +25,15 @@ from devicecontrol.controllers.schemas import (
     EmbeddedAssignments,
     EmbeddedControllers,
     ReassignRequest,
+    SerialNumber,
 )
 from devicecontrol.devices.readings.service import joined_controller_log
 from devicecontrol.http.bodies import check_string_fields, read_json_object
 from devicecontrol.http.hal import HAL_JSON, controller_path, page_members, self_links
 from devicecontrol.http.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
-from devicecontrol.http.paging import MAX_PAGE, page_request
+from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
-# the text as sent: paging.page_request parses it strictly (Litestar's int would take "2.0",
-# and would read "null" as absent); documented as the integers it accepts
-PageNumber = Annotated[
-    str | None,
-    QueryParameter(
-        schema_extra={
-            "one_of": None,
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_PAGE,
-            "default": 1,
-        }
-    ),
-]
-PageSize = Annotated[str | None, QueryParameter()]
-# documentation only: the service answers a malformed serial number with the usual 404
-SerialNumber = Annotated[
-    str,
-    PathParameter(
-        description="1-64 characters of A-Z a-z 0-9 _ -; anything else is an unknown controller.",
-        schema_extra={"pattern": SERIAL_NUMBER.pattern},
-    ),
-]
 # a query value is never null (absent is None); the service checks what the patterns say
 TypeFilter = Annotated[
     str | None,

@@ -1,4 +1,5 @@
-"""Controller and assignment-record bodies."""
+"""Controller and assignment-record bodies, and the serial number every controller path
+names."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar.openapi.spec import OpenAPIType, Schema
-from litestar.params import KwargDefinition
+from litestar.params import KwargDefinition, PathParameter
 
 from devicecontrol.clock import TIMESTAMP_PATTERN
+from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.http.hal import PageLinks, SelfLinks
 from devicecontrol.http.openapi import OptionalField
 from devicecontrol.users.identity import MAX_EMAIL_LENGTH
+
+# documentation only: the service answers a malformed serial number with the usual 404
+SerialNumber = Annotated[
+    str,
+    PathParameter(
+        description="1-64 characters of A-Z a-z 0-9 _ -; anything else is an unknown controller.",
+        schema_extra={"pattern": SERIAL_NUMBER.pattern},
+    ),
+]
 
 # a reading as the API shows it (devices.readings.shown_reading): what the device reported,
 # plus the arrival time; documented with schema_extra, which Litestar reads (msgspec.Meta's

@@ -13,7 +13,7 @@ from sqlalchemy import Row
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.clock import TIMESTAMP_PATTERN, format_timestamp
-from devicecontrol.controllers.routes import PageNumber, PageSize, SerialNumber
+from devicecontrol.controllers.schemas import SerialNumber
 from devicecontrol.devices import service
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.readings import service as readings
@@ -34,6 +34,7 @@ from devicecontrol.devices.schemas import (
 from devicecontrol.http.bodies import read_json_object
 from devicecontrol.http.hal import HAL_JSON, api_path, controller_path, page_members, self_links
 from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
+from devicecontrol.http.paging import PageNumber, PageSize
 from devicecontrol.runtime import Runtime
 
 # the text as sent, checked by devices/service.py; documented as what it accepts

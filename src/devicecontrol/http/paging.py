@@ -1,8 +1,12 @@
-"""Page requests of HAL collections: one set of rules for every paged endpoint."""
+"""Page requests of HAL collections: the two query parameters and one set of rules for
+every paged endpoint."""
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from litestar.params import QueryParameter
 
 from devicecontrol.config import Settings
 from devicecontrol.database.pages import PageRequest
@@ -13,6 +17,23 @@ from devicecontrol.errors import InvalidField
 _DIGITS = re.compile(r"[0-9]+")
 # the largest page: what a signed 64-bit integer holds, in any client and any database
 MAX_PAGE = 2**63 - 1
+
+# the text as sent: page_request parses it strictly (Litestar's int would take "2.0",
+# and would read "null" as absent); documented as the integers it accepts
+PageNumber = Annotated[
+    str | None,
+    QueryParameter(
+        schema_extra={
+            "one_of": None,
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PAGE,
+            "default": 1,
+        }
+    ),
+]
+# documented with this app's bounds, which are settings, by openapi.served_document
+PageSize = Annotated[str | None, QueryParameter()]
 
 
 def _number(text: int | str | None, field: str, problem: str, maximum: int) -> int | None:

@@ -22,12 +22,11 @@ from devicecontrol.automations.geofences.schemas import (
     GeofenceResponse,
     LocationRequest,
 )
-from devicecontrol.controllers.routes import PageNumber, PageSize
 from devicecontrol.devices.routes import command_body, command_path
 from devicecontrol.http.bodies import read_json_object
 from devicecontrol.http.hal import HAL_JSON, api_path, page_members, self_links
 from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
-from devicecontrol.http.paging import page_request
+from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
 GeofenceId = Annotated[

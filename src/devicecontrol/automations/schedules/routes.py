@@ -21,11 +21,11 @@ from devicecontrol.automations.schedules.schemas import (
     ScheduleResponse,
 )
 from devicecontrol.clock import format_timestamp
-from devicecontrol.controllers.routes import PageNumber, PageSize, SerialNumber
+from devicecontrol.controllers.schemas import SerialNumber
 from devicecontrol.http.bodies import read_json_object
 from devicecontrol.http.hal import HAL_JSON, api_path, page_members, self_links
 from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
-from devicecontrol.http.paging import page_request
+from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
 ScheduleId = Annotated[
