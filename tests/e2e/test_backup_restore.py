@@ -26,12 +26,11 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.cli.support import run_cli_in_process
 from tests.conftest import POSTGRESQL_ONLY, POSTGRESQL_URL
+from tests.e2e.support import ANA, Client, bearer, controller, ok, provision, tokens
 from tests.processes import run_cli, running_server
 
-CLIENT_ID = "backup-app"
-SECRET = "backup-client-secret-0123456789"
+APP = Client("backup-app", "backup-client-secret-0123456789")
 PASSWORD = "backup-password-1"
 HTTP_TIMEOUT_S = 15
 COMMAND_TIMEOUT_S = 60
@@ -40,56 +39,13 @@ WRITE_PAUSE_S = 0.02  # the writer's pace: it must still be writing when the bac
 WRITES_WITHIN_S = 20  # waiting for the writer to make progress is bounded too
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
 def serial(number: int) -> str:
     return f"BK-{number:04d}"
 
 
-def provision(database_url: str, directory: Path) -> None:
-    """A client, ana owning BK-OWNED, and CONTROLLERS unowned ones registered after it."""
-    ok(
-        run_cli_in_process(
-            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "users", "create", "ana@example.com", "--password", PASSWORD, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "controllers",
-            "add",
-            "BK-OWNED",
-            "--mac",
-            "02:00:00:00:ff:ff",
-            "--type",
-            "melissa",
-            "--owner",
-            "ana@example.com",
-            database_url=database_url,
-        )
-    )
-    rows = [f"{serial(n)},0200000{n:05X},smart_plug" for n in range(CONTROLLERS)]
-    csv = directory / "controllers.csv"
-    csv.write_text("serial_number,mac,type\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    ok(run_cli_in_process("controllers", "import", str(csv), database_url=database_url))
-
-
-def log_in(http: httpx.Client) -> str:
-    form = {"client_id": CLIENT_ID, "client_secret": SECRET,
-            "username": "ana@example.com", "password": PASSWORD}  # fmt: skip
-    response = http.post("/v1/auth/login", data=form)
-    assert response.status_code == 200, response.text
-    return response.json()["auth"]["access_token"]
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+def access_token(http: httpx.Client) -> str:
+    """A fresh log-in of ana's (a token row written)."""
+    return tokens(http, APP, ANA, PASSWORD)["access_token"]
 
 
 @dataclass
@@ -109,12 +65,12 @@ class Writer:
             self.failures.append(repr(exc))
 
     def _assign_in_turn(self, http: httpx.Client) -> None:
-        token = log_in(http)
+        token = access_token(http)
         for number in range(CONTROLLERS):
             if self.stopping.is_set():
                 return
             if number % 10 == 9:
-                token = log_in(http)  # a token row written as well
+                token = access_token(http)  # a token row written as well
             path = f"/v1/controllers/{serial(number)}/assign"
             response = http.post(path, headers=bearer(token))
             assert response.status_code == 200, f"{path}: {response.status_code} {response.text}"
@@ -137,10 +93,13 @@ class BeforeTheBackup:
 
 def back_up_under_writes(database_url: str, tmp_path: Path, take_backup: Callable[[], None]):
     """Serve, write, back up meanwhile; the service must not notice the backup."""
-    provision(database_url, tmp_path)
+    # a client, ana owning BK-OWNED, and CONTROLLERS unowned ones registered after it
+    owned = controller("BK-OWNED", "02:00:00:00:ff:ff", "melissa", owner=ANA)
+    unowned = [controller(serial(n), f"0200000{n:05X}") for n in range(CONTROLLERS)]
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=[owned, *unowned])
     with running_server(database_url, tmp_path) as server:
         with httpx.Client(base_url=server.base_url, timeout=HTTP_TIMEOUT_S) as http:
-            token = log_in(http)
+            token = access_token(http)
         writer = Writer(server.base_url)
         thread = threading.Thread(target=writer.run, daemon=True)
         thread.start()
@@ -172,7 +131,7 @@ def assert_restored(restored_url: str, workdir: Path, before: BeforeTheBackup) -
     ):
         me = http.get("/v1/users/me", headers=bearer(before.token))
         assert me.status_code == 200, me.text
-        token = log_in(http)
+        token = access_token(http)
         listed = http.get("/v1/controllers", params={"page_size": 500}, headers=bearer(token))
         assert listed.status_code == 200, listed.text
         owned = [c["serial_number"] for c in listed.json()["_embedded"]["controller"]]
@@ -189,7 +148,7 @@ def assert_restored(restored_url: str, workdir: Path, before: BeforeTheBackup) -
         next_free = serial(len(held))
         assigned = http.post(f"/v1/controllers/{next_free}/assign", headers=bearer(token))
         assert assigned.status_code == 200, assigned.text
-        assert log_in(http) != token
+        assert access_token(http) != token
         assert "Traceback" not in server.stderr(), server.stderr()
 
 

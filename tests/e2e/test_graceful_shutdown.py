@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.cli.support import run_cli_in_process
+from tests.e2e.support import Client, provision
 from tests.processes import Server, running_server
 
 CLIENT_ID = "graceful-app"
@@ -32,23 +32,6 @@ REFUSED_WITHIN_S = 5  # new connections must be refused this soon after SIGTERM
 EXIT_WITHIN_S = 15  # after the last request's answer
 SHORT_GRACE_S = 2
 GROUP_GONE_WITHIN_S = 5
-
-
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
-def provision(database_url: str) -> None:
-    ok(
-        run_cli_in_process(
-            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
-        )
-    )
-    ok(
-        run_cli_in_process(
-            "users", "create", USERNAME, "--password", PASSWORD, database_url=database_url
-        )
-    )
 
 
 def port_of(server: Server) -> int:
@@ -121,7 +104,7 @@ def assert_exits_cleanly(server: Server, within_s: float, *, quiet: bool = True)
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sigterm_lets_a_request_in_flight_finish_and_exits_0(workers, database_url, tmp_path):
-    provision(database_url)
+    provision(database_url, client=Client(CLIENT_ID, SECRET), users={USERNAME: PASSWORD})
     with running_server(database_url, tmp_path, "--workers", str(workers)) as server:
         port = port_of(server)
         connection, rest = start_slow_login(port)
@@ -138,7 +121,7 @@ def test_sigterm_lets_a_request_in_flight_finish_and_exits_0(workers, database_u
 
 
 def test_sigterm_waits_for_a_stalled_request_only_for_the_graceful_timeout(database_url, tmp_path):
-    provision(database_url)
+    provision(database_url, client=Client(CLIENT_ID, SECRET), users={USERNAME: PASSWORD})
     grace = str(SHORT_GRACE_S)
     with running_server(database_url, tmp_path, "--graceful-timeout", grace) as server:
         connection, _ = start_slow_login(port_of(server))

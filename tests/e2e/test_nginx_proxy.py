@@ -24,13 +24,14 @@ import httpx
 import pytest
 
 from tests.conftest import POSTGRESQL_ONLY
+from tests.e2e.support import ANA, Client, bearer_of, controller, log_in, provision
 from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
-from tests.processes import Server, run_cli, running_server
+from tests.processes import Server, running_server
 
 pytestmark = POSTGRESQL_ONLY
 
-CLIENT_ID = "proxy-app"
-SECRET = "proxy-client-secret-0123456789"
+APP = Client("proxy-app", "proxy-client-secret-0123456789")
+BOB = "bob@example.com"
 PASSWORD = "proxy-password-1"
 HTTP_TIMEOUT_S = 15  # every request of this file is bounded
 STOP_TIMEOUT_S = 40  # a serve process drains for at most 30 s after SIGTERM
@@ -41,31 +42,12 @@ BEHIND_NGINX = {
 }
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-
-
-def provision(database_url: str, directory: Path) -> None:
-    """A client, ana and bob, then PX-OWNED (ana's) and the unowned PX-FREE, in that order."""
-
-    def cli(*args: str):
-        return run_cli(*args, database_url=database_url)
-
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        for result in pool.map(lambda args: cli(*args), [
-            ("clients", "create", CLIENT_ID, "--secret", SECRET),
-            ("users", "create", "ana@example.com", "--password", PASSWORD),
-            ("users", "create", "bob@example.com", "--password", PASSWORD),
-        ]):  # fmt: skip
-            ok(result)
-    csv = directory / "controllers.csv"  # one import: registered in the file's order
-    csv.write_text(
-        "serial_number,mac,type,owner\n"
-        "PX-OWNED,02:00:00:00:00:01,melissa,ana@example.com\n"
-        "PX-FREE,02:00:00:00:00:02,smart_plug,\n",
-        encoding="utf-8",
-    )
-    ok(cli("controllers", "import", str(csv)))
+# a client, ana and bob, then PX-OWNED (ana's) and the unowned PX-FREE, in that order
+USERS = {ANA: PASSWORD, BOB: PASSWORD}
+CONTROLLERS = [
+    controller("PX-OWNED", "02:00:00:00:00:01", "melissa", owner=ANA),
+    controller("PX-FREE", "02:00:00:00:00:02", owner=""),
+]
 
 
 @dataclass
@@ -109,18 +91,6 @@ def deployed(database_url: str, tmp_path: Path) -> Iterator[Deployment]:
             assert "Traceback" not in server.stderr(), server.stderr()
 
 
-def log_in(http: httpx.Client, username: str, password: str = PASSWORD, **kwargs) -> httpx.Response:
-    form = {"client_id": CLIENT_ID, "client_secret": SECRET,
-            "username": username, "password": password}  # fmt: skip
-    return http.post("/v1/auth/login", data=form, **kwargs)
-
-
-def bearer_of(http: httpx.Client, username: str) -> dict[str, str]:
-    response = log_in(http, username)
-    assert response.status_code == 200, response.text
-    return {"Authorization": f"Bearer {response.json()['auth']['access_token']}"}
-
-
 def serials(http: httpx.Client, headers: dict[str, str]) -> list[str]:
     response = http.get("/v1/controllers", headers=headers)
     assert response.status_code == 200, response.text
@@ -142,9 +112,9 @@ def stop(server: Server) -> None:
 
 
 def test_login_list_assign_and_reassign_through_nginx_over_verified_tls(database_url, tmp_path):
-    provision(database_url, tmp_path)
+    provision(database_url, client=APP, users=USERS, controllers=CONTROLLERS)
     with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
-        ana = bearer_of(http, "ana@example.com")
+        ana = bearer_of(http, APP, ANA, PASSWORD)
         assert serials(http, ana) == ["PX-OWNED"]
 
         assigned = http.post("/v1/controllers/PX-FREE/assign", headers=ana)
@@ -152,13 +122,11 @@ def test_login_list_assign_and_reassign_through_nginx_over_verified_tls(database
         assert assigned.json()["controller_reassign"]["serial_number"] == "PX-FREE"
         assert serials(http, ana) == ["PX-OWNED", "PX-FREE"]
 
-        handed = http.patch(
-            "/v1/controllers/PX-FREE/reassign", headers=ana, json={"owner": "bob@example.com"}
-        )
+        handed = http.patch("/v1/controllers/PX-FREE/reassign", headers=ana, json={"owner": BOB})
         assert handed.status_code == 200, handed.text
         assert handed.json()["controller_reassign"]["deleted_at"] is None
         assert serials(http, ana) == ["PX-OWNED"]
-        bob = bearer_of(http, "bob@example.com")
+        bob = bearer_of(http, APP, BOB, PASSWORD)
         assert serials(http, bob) == ["PX-FREE"]
         assert http.get("/v1/controllers/PX-FREE", headers=ana).status_code == 404
 
@@ -175,7 +143,7 @@ def test_login_list_assign_and_reassign_through_nginx_over_verified_tls(database
 
 
 def test_the_login_throttle_sees_the_client_address_nginx_forwards(database_url, tmp_path):
-    provision(database_url, tmp_path)
+    provision(database_url, client=APP, users=USERS, controllers=CONTROLLERS)
     with (
         deployed(database_url, tmp_path) as deployment,
         deployment.client("127.0.0.5") as guesser,
@@ -185,16 +153,16 @@ def test_the_login_throttle_sees_the_client_address_nginx_forwards(database_url,
         # so that no per-username limit is reached; a forged X-Forwarded-For changes nothing
         for number in range(3):
             forged = {"X-Forwarded-For": f"198.51.100.{number}"}
-            failed = log_in(guesser, f"nobody{number}@example.com", headers=forged)
+            failed = log_in(guesser, APP, f"nobody{number}@example.com", PASSWORD, headers=forged)
             assert failed.status_code == 400, failed.text
         for headers in ({}, {"X-Forwarded-For": "127.0.0.6"}):
-            throttled = log_in(guesser, "ana@example.com", headers=headers)
+            throttled = log_in(guesser, APP, ANA, PASSWORD, headers=headers)
             assert_problem(throttled, 429)
             assert 1 <= int(throttled.headers["retry-after"]) <= 61
 
         # the neighbour shares nginx, both processes and the database, but not the address
-        assert log_in(neighbour, "ana@example.com").status_code == 200
-        assert log_in(neighbour, "nobody0@example.com").status_code == 400
+        assert log_in(neighbour, APP, ANA, PASSWORD).status_code == 200
+        assert log_in(neighbour, APP, "nobody0@example.com", PASSWORD).status_code == 400
 
     access_log = deployment.nginx.access_log()
     assert access_log.count("127.0.0.5 [") == 5, access_log
@@ -202,7 +170,7 @@ def test_the_login_throttle_sees_the_client_address_nginx_forwards(database_url,
 
 
 def test_nginx_refuses_big_bodies_and_moves_on_when_a_process_stops(database_url, tmp_path):
-    provision(database_url, tmp_path)
+    provision(database_url, client=APP, users=USERS, controllers=CONTROLLERS)
     with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
         too_big = http.post("/v1/auth/login", json={"password": "x" * 65 * 1024})
         assert_problem(too_big, 413)
@@ -218,7 +186,7 @@ def test_nginx_refuses_big_bodies_and_moves_on_when_a_process_stops(database_url
         first, second = deployment.servers
         stop(first)
         for _ in range(4):
-            ana = bearer_of(http, "ana@example.com")
+            ana = bearer_of(http, APP, ANA, PASSWORD)
             assert serials(http, ana) == ["PX-OWNED"]
 
         # both gone: the service's own 503 shape, not an HTML error page

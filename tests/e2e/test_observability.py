@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,11 @@ import httpx
 
 from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.database.engine import POSTGRES_WRITE_POOL, SQLITE_WRITE_POOL
+from tests.e2e.support import Client, controller, ok, provision, token_call
 from tests.observability.scrape import parse, value
 from tests.processes import run_cli, running_server
 
-CLIENT_ID = "leak-check-app"
-CLIENT_SECRET = "client-secret-Kq3vX9-never-logged"
+APP = Client("leak-check-app", "client-secret-Kq3vX9-never-logged")
 WRONG_CLIENT_SECRET = "wrong-client-secret-Lp7-never-logged"
 ANA, FRIEND = "ana@example.com", "friend@example.com"
 PASSWORD = "ana-password-Vb41-never-logged"
@@ -36,71 +37,45 @@ DEBUG = {"DEVICECONTROL_LOG_LEVEL": "debug"}
 REQUEST_ID = "trace-me-0001"
 
 
-def ok(result) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result.stdout + result.stderr
+def output(result: subprocess.CompletedProcess[str]) -> str:
+    """What a command that succeeded wrote."""
+    return ok(result).stdout + result.stderr
 
 
-def provision(database_url: str) -> dict[str, int]:
-    """A client, two users and three unowned controllers (one with a claim code)."""
-    ok(
-        run_cli(
-            "clients", "create", CLIENT_ID, "--secret", CLIENT_SECRET, database_url=database_url
-        )
+def provision_at_debug(database_url: str) -> dict[str, int]:
+    """A client, two users and three unowned controllers (one with a claim code), by real
+    processes at log level debug; no password reaches what ``users create`` writes."""
+    provisioned = provision(
+        database_url,
+        client=APP,
+        users={ANA: PASSWORD, FRIEND: FRIEND_PASSWORD},
+        controllers=[
+            controller("SN-L-1", "aa:bb:cc:dd:ee:10", claim_code=CLAIM_CODE),
+            controller("SN-L-2", "aa:bb:cc:dd:ee:20"),
+            controller("SN-L-3", "aa:bb:cc:dd:ee:30", claim_code="OTHER-CODE-0000"),
+        ],
+        run=run_cli,
+        env=DEBUG,
     )
-    user_ids = {}
     for email, password in ((ANA, PASSWORD), (FRIEND, FRIEND_PASSWORD)):
-        created = run_cli(
-            "users",
-            "create",
-            email,
-            input=f"{password}\n{password}\n",
-            database_url=database_url,
-            env=DEBUG,
-        )
-        user_ids[email] = int(re.search(r"created user (\d+)", ok(created)).group(1))
-        assert password not in created.stdout + created.stderr
-    for serial, extra in (
-        ("SN-L-1", ["--claim-code", CLAIM_CODE]),
-        ("SN-L-2", []),
-        ("SN-L-3", ["--claim-code", "OTHER-CODE-0000"]),
-    ):
-        mac = f"aa:bb:cc:dd:ee:{serial[-1]}0"
-        added = run_cli(
-            "controllers",
-            "add",
-            serial,
-            "--mac",
-            mac,
-            "--type",
-            "smart_plug",
-            *extra,
-            database_url=database_url,
-            env=DEBUG,
-        )
-        ok(added)
-    return user_ids
-
-
-def token_call(http: httpx.Client, path: str, **fields: str) -> httpx.Response:
-    body = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, **fields}
-    return http.post(f"/v1/auth/{path}", data=body)
+        assert password not in output(provisioned.users[email])
+    return {email: provisioned.user_id(email) for email in (ANA, FRIEND)}
 
 
 def exercise(http: httpx.Client) -> list[str]:
     """Every action that handles a secret; the tokens the server handed out."""
-    login = token_call(http, "login", username=ANA, password=PASSWORD)
+    login = token_call(http, APP, "login", username=ANA, password=PASSWORD)
     assert login.status_code == 200, login.text
     access, refresh = login.json()["auth"]["access_token"], login.json()["auth"]["refresh_token"]
     failures = [
-        token_call(http, "login", username=ANA, password=WRONG_PASSWORD),
-        token_call(http, "login", username=PASSWORD_AS_USERNAME, password=WRONG_PASSWORD),
+        token_call(http, APP, "login", username=ANA, password=WRONG_PASSWORD),
+        token_call(http, APP, "login", username=PASSWORD_AS_USERNAME, password=WRONG_PASSWORD),
         token_call(
-            http, "login", username=ANA, password=PASSWORD, client_secret=WRONG_CLIENT_SECRET
+            http, APP, "login", username=ANA, password=PASSWORD, client_secret=WRONG_CLIENT_SECRET
         ),
     ]
     assert [r.status_code for r in failures] == [400, 400, 401]
-    renewed = token_call(http, "renew", refresh_token=refresh)
+    renewed = token_call(http, APP, "renew", refresh_token=refresh)
     assert renewed.status_code == 200, renewed.text
     renewed_access = renewed.json()["auth"]["access_token"]
     auth = {"Authorization": f"Bearer {renewed_access}"}
@@ -120,7 +95,7 @@ def exercise(http: httpx.Client) -> list[str]:
     moved = http.patch(f"{base}/SN-L-1/reassign", json={"owner": FRIEND}, headers=auth)
     assert moved.status_code == 200, moved.text
     assert http.delete(f"{base}/SN-L-2/assign", headers=auth).status_code == 200
-    assert token_call(http, "revoke", token=access).status_code == 200
+    assert token_call(http, APP, "revoke", token=access).status_code == 200
     revoked = http.get("/v1/users/me", headers={"Authorization": f"Bearer {access}"})
     assert revoked.status_code == 401
     return [access, refresh, renewed_access]
@@ -128,7 +103,7 @@ def exercise(http: httpx.Client) -> list[str]:
 
 def forbidden_strings(tokens: list[str]) -> list[str]:
     secrets = [
-        CLIENT_SECRET,
+        APP.secret,
         WRONG_CLIENT_SECRET,
         PASSWORD,
         FRIEND_PASSWORD,
@@ -157,7 +132,7 @@ def events(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 
 def test_no_secret_reaches_a_log_and_every_audit_event_does(database_url, tmp_path):
-    user_ids = provision(database_url)
+    user_ids = provision_at_debug(database_url)
     with (
         running_server(database_url, tmp_path, env=DEBUG) as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
@@ -173,7 +148,7 @@ def test_no_secret_reaches_a_log_and_every_audit_event_does(database_url, tmp_pa
         env=DEBUG,
     )
     disabled = run_cli("users", "disable", FRIEND, database_url=database_url, env=DEBUG)
-    cli_output = ok(changed) + ok(disabled)
+    cli_output = output(changed) + output(disabled)
     written = server.stdout() + server.stderr() + cli_output
     leaked = [s for s in forbidden_strings(tokens) if s.lower() in written.lower()]
     assert not leaked, f"in the logs: {leaked}"
@@ -185,16 +160,20 @@ def test_no_secret_reaches_a_log_and_every_audit_event_does(database_url, tmp_pa
         for e in events(lines, "login")
     ]
     assert logins == [
-        ("success", None, ana, CLIENT_ID),
-        ("failure", "invalid_grant", ana, CLIENT_ID),
-        ("failure", "invalid_grant", None, CLIENT_ID),
-        ("failure", "invalid_client", None, CLIENT_ID),
+        ("success", None, ana, APP.client_id),
+        ("failure", "invalid_grant", ana, APP.client_id),
+        ("failure", "invalid_grant", None, APP.client_id),
+        ("failure", "invalid_client", None, APP.client_id),
     ]
     assert all(e["client_address"] == "127.0.0.1" for e in events(lines, "login"))
     [renew] = events(lines, "renew")
-    assert (renew["outcome"], renew["user_id"], renew["client_id"]) == ("success", ana, CLIENT_ID)
+    assert (renew["outcome"], renew["user_id"], renew["client_id"]) == (
+        "success",
+        ana,
+        APP.client_id,
+    )
     [revoke] = events(lines, "revoke")
-    assert (revoke["outcome"], revoke["client_id"]) == ("success", CLIENT_ID)
+    assert (revoke["outcome"], revoke["client_id"]) == ("success", APP.client_id)
     assigns = [(e["outcome"], e["serial_number"], e["user_id"]) for e in events(lines, "assign")]
     assert assigns == [
         ("success", "SN-L-1", ana),
@@ -300,7 +279,7 @@ def test_audit_lines_are_written_even_when_the_log_level_is_warning(database_url
         running_server(database_url, tmp_path, env=quiet) as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
     ):
-        refused = token_call(http, "login", username=ANA, password=WRONG_PASSWORD)
+        refused = token_call(http, APP, "login", username=ANA, password=WRONG_PASSWORD)
         assert refused.status_code == 401  # no such client in this database
     lines = json_lines(server.stderr())
     [login] = events(lines, "login")

@@ -12,17 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import httpx
 import pytest
 
-from tests.e2e.provisioning import client_and_user, plugs
+from tests.e2e.support import ANA, Client, log_in, plugs, provision
 from tests.pg_instance import PostgresInstance
 from tests.processes import Server, running_server
 
-SECRET = "outage-client-secret-0123456789"
+APP = Client("outage-app", "outage-client-secret-0123456789")
 PASSWORD = "outage-password-123"
-USERNAME = "ana@example.com"
 OUTAGE_ANSWER_LIMIT_S = 2.0
 # above the limit, so a hang fails an assertion with a number instead of stalling the run
 HTTP_TIMEOUT_S = 5.0
@@ -30,24 +30,8 @@ RECOVERY_DEADLINE_S = 10.0
 POLL_INTERVAL_S = 0.02
 OUTAGE_ROUNDS = 3
 CONCURRENT_REQUESTS = 6
-
-
-def provision(database_url: str) -> None:
-    """A client, a user with two controllers, and one unowned controller, via the CLI."""
-    client_and_user(database_url, client_id="outage-app", secret=SECRET,
-                    username=USERNAME, password=PASSWORD)  # fmt: skip
-    plugs(database_url, owner=USERNAME)
-
-
-def log_in(http: httpx.Client) -> httpx.Response:
-    form = {
-        "grant_type": "password",
-        "client_id": "outage-app",
-        "client_secret": SECRET,
-        "username": USERNAME,
-        "password": PASSWORD,
-    }
-    return http.post("/v1/auth/login", data=form)
+# ana's log-in as the contract's form has it, with its grant_type
+ana_logs_in = partial(log_in, client=APP, username=ANA, password=PASSWORD, grant_type="password")
 
 
 Request = Callable[[httpx.Client], httpx.Response]
@@ -55,7 +39,7 @@ Request = Callable[[httpx.Client], httpx.Response]
 
 def requests_of_every_kind(headers: dict[str, str]) -> dict[str, Request]:
     return {
-        "login": log_in,
+        "login": ana_logs_in,
         "list controllers": lambda http: http.get("/v1/controllers", headers=headers),
         "profile": lambda http: http.get("/v1/users/me", headers=headers),
         "assign": lambda http: http.post("/v1/controllers/SN-3/assign", headers=headers),
@@ -126,13 +110,13 @@ def test_stopped_postgresql_is_503_within_2_s_and_the_server_recovers_without_re
     stop_mode: str, private_cluster: PostgresInstance, tmp_path
 ):
     database_url = private_cluster.create_database("devicecontrol")
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     with (
         running_server(database_url, tmp_path) as server,
         httpx.Client(base_url=server.base_url, timeout=HTTP_TIMEOUT_S) as http,
     ):
         pid = server.process.pid
-        login = log_in(http)
+        login = ana_logs_in(http)
         assert login.status_code == 200, login.text
         headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
         assert http.get("/v1/controllers/SN-1", headers=headers).status_code == 200
@@ -172,9 +156,9 @@ def test_stopped_postgresql_is_503_within_2_s_and_the_server_recovers_without_re
 
         # the same process, the token from before the outage, and nothing written during it
         assert_still_the_same_process(server, pid)
-        assert http.get("/v1/users/me", headers=headers).json()["users"]["username"] == USERNAME
+        assert http.get("/v1/users/me", headers=headers).json()["users"]["username"] == ANA
         assert serials(http, headers) == ["SN-1", "SN-2"]
-        assert log_in(http).status_code == 200
+        assert ana_logs_in(http).status_code == 200
         assigned = http.post("/v1/controllers/SN-3/assign", headers=headers)
         assert assigned.status_code == 200, assigned.text
         assert serials(http, headers) == ["SN-1", "SN-2", "SN-3"]

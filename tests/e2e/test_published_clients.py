@@ -15,13 +15,11 @@ logins go to an account of their own, so none can throttle another test's logins
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,11 +35,17 @@ import melissa.exceptions
 import melissa.wrapper
 import pytest
 
-from tests.cli.support import run_cli_in_process
-from tests.conftest import BACKENDS, DatabaseFactory
+from tests.e2e.support import (
+    Client,
+    bearer_of,
+    controller,
+    ok,
+    point_the_libraries_at,
+    provision,
+)
 from tests.processes import running_server
 
-CLIENT_ID, CLIENT_SECRET = "mclimate", "mclimate_core"  # hard-coded in both libraries
+APP = Client("mclimate", "mclimate_core")  # hard-coded in both libraries
 OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
 OTHER, OTHER_PASSWORD = "bob@example.com", "bob-password-123"
 
@@ -55,6 +59,12 @@ class Device:
     firmware: str
     online: bool
     owner: str | None
+
+    def row(self) -> dict[str, str]:
+        """Its row in ``controllers import``'s CSV."""
+        online, owner = ("true" if self.online else "false"), self.owner or ""
+        columns = {"name": self.name, "firmware_version": self.firmware, "online": online}
+        return controller(self.serial, self.mac, self.type, **columns, owner=owner)
 
 
 # hers, in the order they are registered (the listing's order)
@@ -99,91 +109,39 @@ GEOFENCES = [
 
 def make_geofences(base_url: str) -> dict[str, dict[str, Any]]:
     """The owner's geofences, made over HTTP as her app would."""
-    login = httpx.post(
-        f"{base_url}/v1/auth/login",
-        data={"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "username": OWNER,
-              "password": OWNER_PASSWORD},
-        timeout=10,
-    )  # fmt: skip
-    headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
-    made = {}
-    for body in GEOFENCES:
-        response = httpx.post(f"{base_url}/v1/geofences", json=body, headers=headers, timeout=10)
-        assert response.status_code == 201, response.text
-        made[body["controller_id"]] = response.json()["geofence"]
+    with httpx.Client(base_url=base_url, timeout=10) as http:
+        headers = bearer_of(http, APP, OWNER, OWNER_PASSWORD)
+        made = {}
+        for body in GEOFENCES:
+            response = http.post("/v1/geofences", json=body, headers=headers)
+            assert response.status_code == 201, response.text
+            made[body["controller_id"]] = response.json()["geofence"]
     return made
 
 
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def create_user(email: str, password: str, database_url: str) -> int:
-    created = ok(
-        run_cli_in_process(
-            "users", "create", email, "--password", password, database_url=database_url
-        )
-    )
-    match = re.search(r"created user (\d+): ", created.stdout)
-    assert match, created.stdout
-    return int(match.group(1))
-
-
-def provision(database_url: str, workdir: Path) -> tuple[subprocess.CompletedProcess[str], int]:
-    """The libraries' app, two accounts and five controllers, all through the command line.
-
-    The controllers go in with one ``controllers import`` rather than five ``add``: each
-    command is a Python start-up, and the 2-core CI machine pays seconds for every one.
-    """
-    client_created = run_cli_in_process(
-        "clients", "create", CLIENT_ID, "--secret", CLIENT_SECRET, database_url=database_url
-    )
-    owner_id = create_user(OWNER, OWNER_PASSWORD, database_url)
-    create_user(OTHER, OTHER_PASSWORD, database_url)
-    path = workdir / "controllers.csv"
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["serial_number", "mac", "type", "name", "firmware_version", "online",
-                         "owner"])  # fmt: skip
-        for d in [*HERS, *NOT_HERS]:
-            writer.writerow([d.serial, d.mac, d.type, d.name, d.firmware,
-                             "true" if d.online else "false", d.owner or ""])  # fmt: skip
-    ok(run_cli_in_process("controllers", "import", str(path), database_url=database_url))
-    return client_created, owner_id
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module")
 def deployment(
-    request: pytest.FixtureRequest,
-    database_factories: dict[str, DatabaseFactory],
-    tmp_path_factory: pytest.TempPathFactory,
+    module_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    """One provisioned database and one server per backend, shared by the module's tests.
-
-    Module-scoped because each start-up costs seconds; ``database_url`` is per test, so this
-    asks the session's database factory directly, as that fixture does.
-    """
-    factory = database_factories[request.param]
-    workdir = tmp_path_factory.mktemp(f"published-clients-{request.param}")
-    database_url = factory.new_url(workdir)
-    try:
-        client_created, owner_id = provision(database_url, workdir)
-        with running_server(database_url, workdir, device_link=True) as server:
-            geofences = make_geofences(server.base_url)
-            yield Deployment(server.base_url, client_created, owner_id, geofences)
-    finally:
-        factory.drop(database_url)
+    """The libraries' app, two accounts and five controllers, provisioned through the command
+    line, and one server per backend, shared by the module's tests (each start-up costs
+    seconds)."""
+    provisioned = provision(
+        module_database_url,
+        client=APP,
+        users={OWNER: OWNER_PASSWORD, OTHER: OTHER_PASSWORD},
+        controllers=[device.row() for device in [*HERS, *NOT_HERS]],
+    )
+    assert provisioned.client is not None
+    workdir = tmp_path_factory.mktemp("published-clients")
+    with running_server(module_database_url, workdir, device_link=True) as server:
+        geofences = make_geofences(server.base_url)
+        yield Deployment(server.base_url, provisioned.client, provisioned.user_id(OWNER), geofences)
 
 
 @pytest.fixture(autouse=True)
 def libraries_use_the_server(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every module that holds a copy of the base URL reads it at call time: patch them all."""
-    url = f"{deployment.base_url}/v1/%s"
-    for module in (melissa.core, melissa.wrapper, melissa.async_wrapper):
-        monkeypatch.setattr(module, "MELISSA_URL", url)
-    for module in (mclimate.core, mclimate.wrapper, mclimate.async_wrapper):
-        monkeypatch.setattr(module, "MCLIMATE_URL", url)
+    point_the_libraries_at(deployment.base_url, monkeypatch)
 
 
 def api_exception(library_class: type) -> type[Exception]:
@@ -240,7 +198,7 @@ def test_clients_create_registers_the_libraries_short_secret_with_one_warning(
     warnings = created.stderr.splitlines()
     assert len(warnings) == 1, created.stderr
     assert warnings[0].startswith("Warning: the secret of mclimate is shorter than 16")
-    assert f"client_secret: {CLIENT_SECRET}" in created.stdout.splitlines()
+    assert f"client_secret: {APP.secret}" in created.stdout.splitlines()
 
 
 @pytest.mark.parametrize("library", SYNC_CLASSES, ids=lambda c: c.__name__)

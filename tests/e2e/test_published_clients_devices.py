@@ -8,12 +8,10 @@ what the devices reported, ``send()`` reaches them and they carry it out.
 from __future__ import annotations
 
 import asyncio
-import csv
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,10 +31,17 @@ from devicecontrol.devices.simulator import (
     run_device,
     stop_tasks,
 )
-from tests.conftest import BACKENDS, DatabaseFactory
-from tests.processes import free_port, run_cli, running_server
+from tests.e2e.support import (
+    Client,
+    bearer_of,
+    controller,
+    point_the_libraries_at,
+    provision,
+    wait_until_reporting,
+)
+from tests.processes import free_port, running_server
 
-CLIENT_ID, CLIENT_SECRET = "mclimate", "mclimate_core"
+APP = Client("mclimate", "mclimate_core")  # hard-coded in both libraries
 OWNER, PASSWORD = "ana@example.com", "ana-password-123"
 MELISSA = DeviceCredentials("MEL-1", "mel-1-device-secret-0123", "melissa")
 PLUG = DeviceCredentials("PLUG-1", "plug-1-device-secret-0123", "smart_plug")
@@ -45,8 +50,12 @@ BOBBIE = DeviceCredentials("BOB-1", "bob-1-device-secret-01234", "bobbie")
 HA_USER, HA_PASSWORD = "ha@example.com", "ha-password-1234"
 HA_MELISSA = DeviceCredentials("MEL-HA", "mel-ha-device-secret-012", "melissa")
 DEVICES = (MELISSA, PLUG, BOBBIE, HA_MELISSA)
-OWNERS = {HA_MELISSA.serial_number: HA_USER}
+OWNERS = {HA_MELISSA.serial_number: HA_USER}  # every other device is OWNER's
 DEADLINE_S = 15
+
+
+def owner_of(device: DeviceCredentials) -> str:
+    return OWNERS.get(device.serial_number, OWNER)
 
 
 class DeviceFleet:
@@ -89,77 +98,46 @@ class Deployment:
     fleet: DeviceFleet
 
 
-def provision(database_url: str, workdir: Path) -> None:
-    def ok(*args: str) -> None:
-        done = run_cli(*args, database_url=database_url)
-        assert done.returncode == 0, done.stderr
-
-    ok("clients", "create", CLIENT_ID, "--secret", CLIENT_SECRET)
-    ok("users", "create", OWNER, "--password", PASSWORD)
-    ok("users", "create", HA_USER, "--password", HA_PASSWORD)
-    path = workdir / "devices.csv"
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["serial_number", "mac", "type", "owner", "device_secret"])
-        for number, device in enumerate(DEVICES):
-            owner = OWNERS.get(device.serial_number, OWNER)
-            writer.writerow([device.serial_number, f"AABBCC00000{number}", device.type, owner,
-                             device.secret])  # fmt: skip
-    ok("controllers", "import", str(path))
-
-
 def wait_until_reported(base_url: str) -> None:
     """Every device online with a reading, seen over HTTP as its owner's app would."""
     deadline = time.monotonic() + DEADLINE_S
     with httpx.Client(base_url=base_url, timeout=10) as http:
-        for device in DEVICES:
-            username = OWNERS.get(device.serial_number, OWNER)
-            password = HA_PASSWORD if username == HA_USER else PASSWORD
-            login = http.post("/v1/auth/login", data={"client_id": CLIENT_ID,
-                              "client_secret": CLIENT_SECRET, "username": username,
-                              "password": password})  # fmt: skip
-            headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
-            while True:
-                body = http.post("/v1/provider/fetch", headers=headers,
-                                 json={"serial_number": device.serial_number}).json()  # fmt: skip
-                if body["provider"].get("online") and len(body["provider"]) > 1:
-                    break
-                assert time.monotonic() < deadline, body
-                time.sleep(0.1)
+        for username, password in ((OWNER, PASSWORD), (HA_USER, HA_PASSWORD)):
+            serials = [d.serial_number for d in DEVICES if owner_of(d) == username]
+            headers = bearer_of(http, APP, username, password)
+            wait_until_reporting(http, headers, serials, deadline)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module")
 def deployment(
-    request: pytest.FixtureRequest,
-    database_factories: dict[str, DatabaseFactory],
-    tmp_path_factory: pytest.TempPathFactory,
+    module_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    factory = database_factories[request.param]
-    workdir = tmp_path_factory.mktemp(f"clients-devices-{request.param}")
-    database_url = factory.new_url(workdir)
+    provision(
+        module_database_url,
+        client=APP,
+        users={OWNER: PASSWORD, HA_USER: HA_PASSWORD},
+        controllers=[
+            controller(device.serial_number, f"AABBCC00000{number}", device.type,
+                       owner=owner_of(device), device_secret=device.secret)
+            for number, device in enumerate(DEVICES)
+        ],
+    )  # fmt: skip
+    workdir = tmp_path_factory.mktemp("clients-devices")
     mqtt_port = free_port()
-    try:
-        provision(database_url, workdir)
-        env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
-        with running_server(database_url, workdir, env=env, device_link=True) as server:
-            fleet = DeviceFleet(mqtt_port)
-            fleet.start()
-            try:
-                wait_until_reported(server.base_url)
-                yield Deployment(server.base_url, fleet)
-            finally:
-                fleet.stop()
-    finally:
-        factory.drop(database_url)
+    env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
+    with running_server(module_database_url, workdir, env=env, device_link=True) as server:
+        fleet = DeviceFleet(mqtt_port)
+        fleet.start()
+        try:
+            wait_until_reported(server.base_url)
+            yield Deployment(server.base_url, fleet)
+        finally:
+            fleet.stop()
 
 
 @pytest.fixture(autouse=True)
 def libraries_use_the_server(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"{deployment.base_url}/v1/%s"
-    for module in (melissa.core, melissa.wrapper, melissa.async_wrapper):
-        monkeypatch.setattr(module, "MELISSA_URL", url)
-    for module in (mclimate.core, mclimate.wrapper, mclimate.async_wrapper):
-        monkeypatch.setattr(module, "MCLIMATE_URL", url)
+    point_the_libraries_at(deployment.base_url, monkeypatch)
 
 
 def received(deployment: Deployment, device: DeviceCredentials) -> list[dict[str, Any]]:

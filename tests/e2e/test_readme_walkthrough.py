@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from devicecontrol.demo import data as demo
+from tests.e2e.support import demo_bearer, wait_until_reporting
 from tests.processes import child_environment, free_port, running_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -98,19 +99,9 @@ def run_walkthrough(
 def wait_until_the_simulated_demo_reports(base_url: str) -> None:
     """A person types slower than the simulated devices connect; the test waits instead."""
     with httpx.Client(base_url=base_url, timeout=10) as http:
-        login = http.post("/v1/auth/login", data={
-            "client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
-            "username": demo.DEMO_USER, "password": demo.DEMO_PASSWORD})  # fmt: skip
-        headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
         deadline = time.monotonic() + 15
-        for serial in ("DEMO-MELISSA-1", "DEMO-PLUG-1"):
-            while True:
-                provider = http.post("/v1/provider/fetch", headers=headers,
-                                     json={"serial_number": serial}).json()["provider"]  # fmt: skip
-                if provider["online"] and len(provider) > 1:
-                    break
-                assert time.monotonic() < deadline, provider
-                time.sleep(0.1)
+        serials = ("DEMO-MELISSA-1", "DEMO-PLUG-1")
+        wait_until_reporting(http, demo_bearer(http), serials, deadline)
 
 
 def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
@@ -131,13 +122,7 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
         guide = devices_guide_block()
         guide_answers = run_walkthrough(guide, server.base_url, shell_dir, mqtt_port)
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
-            friend_login = http.post(
-                "/v1/auth/login",
-                data={"client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
-                      "username": demo.FRIEND_USER, "password": demo.FRIEND_PASSWORD},
-            )  # fmt: skip
-            friend_token = friend_login.json()["auth"]["access_token"]
-            friend_headers = {"Authorization": f"Bearer {friend_token}"}
+            friend_headers = demo_bearer(http, demo.FRIEND_USER)
             friend = http.get("/v1/users/me", headers=friend_headers).json()["users"]
             friends_list = http.get("/v1/controllers", headers=friend_headers).json()
 

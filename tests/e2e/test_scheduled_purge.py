@@ -23,19 +23,13 @@ from devicecontrol.database.tables import (
     throttle_failures,
     users,
 )
-from tests.e2e.provisioning import client_and_user
+from tests.e2e.support import ANA, Client, provision, token_call, tokens
 from tests.processes import Server, free_port, run_cli, running_server
 
-SECRET = "purge-client-secret-0123456789"
+APP = Client("purge-app", "purge-client-secret-0123456789")
 PASSWORD = "purge-password-123"
-USERNAME = "ana@example.com"
 PURGE_DEADLINE_S = 15.0
 T = TypeVar("T")
-
-
-def provision(database_url: str) -> None:
-    client_and_user(database_url, client_id="purge-app", secret=SECRET,
-                    username=USERNAME, password=PASSWORD)  # fmt: skip
 
 
 def in_database(database_url: str, work: Callable[[AsyncConnection], Coroutine[Any, Any, T]]) -> T:
@@ -70,16 +64,6 @@ def throttle_subjects(database_url: str) -> set[str]:
     return in_database(database_url, read)
 
 
-def log_in(http: httpx.Client) -> dict[str, Any]:
-    response = http.post(
-        "/v1/auth/login",
-        data={"client_id": "purge-app", "client_secret": SECRET,
-              "username": USERNAME, "password": PASSWORD},
-    )  # fmt: skip
-    assert response.status_code == 200, response.text
-    return response.json()["auth"]
-
-
 def me_status(http: httpx.Client, access_token: str) -> int:
     return http.get("/v1/users/me", headers={"Authorization": f"Bearer {access_token}"}).status_code
 
@@ -90,7 +74,7 @@ def dead_rows_planted(database_url: str, http: httpx.Client) -> tuple[dict[str, 
     Returns the live login and the digests that must disappear; an old throttle failure
     (past every window) and a recent one go in beside them.
     """
-    expired, revoked, live = log_in(http), log_in(http), log_in(http)
+    expired, revoked, live = (tokens(http, APP, ANA, PASSWORD) for _ in range(3))
     doomed = {digest(auth[token]) for auth in (expired, revoked)
               for token in ("access_token", "refresh_token")}  # fmt: skip
     # stored, checked while still live: once aged or revoked, a purge may take them any time
@@ -115,10 +99,7 @@ def dead_rows_planted(database_url: str, http: httpx.Client) -> tuple[dict[str, 
         )  # fmt: skip
 
     in_database(database_url, age)
-    revoke = http.post(
-        "/v1/auth/revoke",
-        data={"client_id": "purge-app", "client_secret": SECRET, "token": revoked["refresh_token"]},
-    )
+    revoke = token_call(http, APP, "revoke", token=revoked["refresh_token"])
     assert revoke.status_code == 200, revoke.text
     return live, doomed
 
@@ -143,7 +124,7 @@ def wait_until_purged(server: Server, database_url: str, doomed: set[str]) -> fl
 def test_serve_purges_dead_tokens_on_its_schedule_and_keeps_live_ones(
     workers, database_url, tmp_path
 ):
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD})
     with (
         running_server(
             database_url,
@@ -165,11 +146,7 @@ def test_serve_purges_dead_tokens_on_its_schedule_and_keeps_live_ones(
         assert digest(live["refresh_token"]) in stored["refresh_tokens"]
         assert digest("recent") in throttle_subjects(database_url)
         assert me_status(http, live["access_token"]) == 200
-        renewed = http.post(
-            "/v1/auth/renew",
-            data={"client_id": "purge-app", "client_secret": SECRET,
-                  "refresh_token": live["refresh_token"]},
-        )  # fmt: skip
+        renewed = token_call(http, APP, "renew", refresh_token=live["refresh_token"])
         assert renewed.status_code == 200, renewed.text
         assert me_status(http, renewed.json()["auth"]["access_token"]) == 200
     assert "scheduled purge failed" not in server.stderr()
@@ -178,7 +155,7 @@ def test_serve_purges_dead_tokens_on_its_schedule_and_keeps_live_ones(
 
 def test_serve_purges_again_after_the_first_run(database_url, tmp_path):
     """Not a one-off at start-up: rows that die later are purged by a later run."""
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD})
     with (
         running_server(database_url, tmp_path, env={"DEVICECONTROL_PURGE_INTERVAL": "1"}) as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
@@ -197,10 +174,12 @@ def plant_dead_rows_directly(database_url: str) -> set[str]:
 
     async def plant(connection: AsyncConnection) -> set[str]:
         user_id = (
-            await connection.execute(select(users.c.id).where(users.c.username_key == USERNAME))
+            await connection.execute(select(users.c.id).where(users.c.username_key == ANA))
         ).scalar_one()
         client_pk = (
-            await connection.execute(select(clients.c.id).where(clients.c.client_id == "purge-app"))
+            await connection.execute(
+                select(clients.c.id).where(clients.c.client_id == APP.client_id)
+            )
         ).scalar_one()
         owner = {"user_id": user_id, "client_pk": client_pk, "created_at": now - timedelta(days=2)}
         await connection.execute(
@@ -221,7 +200,7 @@ def plant_dead_rows_directly(database_url: str) -> set[str]:
 
 def test_serve_with_the_default_interval_does_not_purge_at_start_up(database_url, tmp_path):
     """The first scheduled run waits at least half the interval (an hour by default)."""
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD})
     doomed = plant_dead_rows_directly(database_url)
     with running_server(database_url, tmp_path) as server:
         time.sleep(2)

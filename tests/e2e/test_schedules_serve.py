@@ -23,10 +23,10 @@ from sqlalchemy import update
 from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import schedules
 from tests.conftest import POSTGRESQL_ONLY
-from tests.e2e.provisioning import client_and_user, plugs
+from tests.e2e.support import ANA, Client, bearer_of, plugs, provision
 from tests.processes import running_server
 
-SECRET, USERNAME, PASSWORD = "schedule-client-secret-01234", "ana@example.com", "ana-pw-1234567"
+APP, PASSWORD = Client("schedule-app", "schedule-client-secret-01234"), "ana-pw-1234567"
 AHEAD_S = 2
 # two processes racing for each firing: that is the point (SQLite's one writer at a time
 # gives it no race to lose); CI always runs the PostgreSQL half
@@ -56,9 +56,7 @@ def firings(base_url: str) -> float:
 def test_serve_fires_a_schedule_once_within_5_s(
     backend: str, database_url: str, tmp_path: Path
 ) -> None:
-    client_and_user(database_url, client_id="schedule-app", secret=SECRET,
-                    username=USERNAME, password=PASSWORD)  # fmt: skip
-    plugs(database_url, owner=USERNAME)
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     env = {"DEVICECONTROL_SCHEDULE_CHECK": "1"}
     with ExitStack() as stack:
         servers = []
@@ -67,10 +65,7 @@ def test_serve_fires_a_schedule_once_within_5_s(
             workdir.mkdir()
             servers.append(stack.enter_context(running_server(database_url, workdir, env=env)))
         http = stack.enter_context(httpx.Client(base_url=servers[0].base_url, timeout=10))
-        login = http.post("/v1/auth/login", data={
-            "client_id": "schedule-app", "client_secret": SECRET,
-            "username": USERNAME, "password": PASSWORD})  # fmt: skip
-        headers = {"Authorization": f"Bearer {login.json()['auth']['access_token']}"}
+        headers = bearer_of(http, APP, ANA, PASSWORD)
         now = datetime.now(UTC)
         next_minute = (now + timedelta(minutes=1)).strftime("%H:%M")
         made = http.post("/v1/schedules", headers=headers, json={

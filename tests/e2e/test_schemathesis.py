@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from devicecontrol.demo import data as demo
+from tests.e2e.support import DEMO, tokens
 from tests.processes import child_environment, running_server
 
 CHECKS = (
@@ -36,15 +37,8 @@ FUZZ_TIMEOUT_S = 240
 
 
 def demo_token(base_url: str) -> str:
-    form = {
-        "client_id": demo.DEMO_CLIENT_ID,
-        "client_secret": demo.DEMO_CLIENT_SECRET,
-        "username": demo.DEMO_USER,
-        "password": demo.DEMO_PASSWORD,
-    }
-    response = httpx.post(f"{base_url}/v1/auth/login", data=form, timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()["auth"]["access_token"]
+    with httpx.Client(base_url=base_url, timeout=10) as http:
+        return tokens(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD)["access_token"]
 
 
 def schemathesis_command(base_url: str, token: str, har: Path) -> list[str]:

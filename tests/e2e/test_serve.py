@@ -5,36 +5,21 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Iterator
+from functools import partial
 
 import httpx
 import pytest
 
 from devicecontrol.demo import data as demo
-from tests.e2e.provisioning import client_and_user, plugs
+from tests.e2e.support import ANA, DEMO, Client, log_in, plugs, provision, token_call
 from tests.processes import Server, free_port, run_cli, running_server
 
-SECRET = "e2e-client-secret-0123456789"
+APP = Client("e2e-app", "e2e-client-secret-0123456789")
 PASSWORD = "e2e-password-123"
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-
-
-def provision(database_url: str) -> None:
-    """A client, a user and three controllers (two hers), all through the command line."""
-    client_and_user(database_url, client_id="e2e-app", secret=SECRET,
-                    username="ana@example.com", password=PASSWORD)  # fmt: skip
-    plugs(database_url, owner="ana@example.com")
-
-
-def log_in(http: httpx.Client, prefix: str = "/v1", **credentials: str) -> httpx.Response:
-    form = {
-        "grant_type": "password",
-        "client_id": "e2e-app",
-        "client_secret": SECRET,
-        "username": "ana@example.com",
-        "password": PASSWORD,
-        **credentials,
-    }
-    return http.post(f"{prefix}/auth/login", data=form, headers=FORM)
+# ana's log-in as the contract's form has it, with its grant_type
+ana_logs_in = partial(log_in, client=APP, username=ANA, password=PASSWORD, headers=FORM,
+                      grant_type="password")  # fmt: skip
 
 
 def assert_token_response(response: httpx.Response, path: str) -> dict:
@@ -55,7 +40,7 @@ def provisioned_server(
     module_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """One provisioned server for the tests below, which only log in and read."""
-    provision(module_database_url)
+    provision(module_database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     with running_server(module_database_url, tmp_path_factory.mktemp("serve")) as server:
         yield server
 
@@ -63,14 +48,14 @@ def provisioned_server(
 @pytest.mark.parametrize("prefix", ["/v1", ""], ids=["v1 paths", "unprefixed paths"])
 def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, provisioned_server):
     with httpx.Client(base_url=provisioned_server.base_url, timeout=10) as http:
-        auth = assert_token_response(log_in(http, prefix), "login")
+        auth = assert_token_response(ana_logs_in(http, prefix=prefix), "login")
         assert auth["expires_in"] == 86400
         assert re.fullmatch(r"[0-9a-f]{40}", auth["refresh_token"])
-        renew = {"client_id": "e2e-app", "client_secret": SECRET,
-                 "refresh_token": auth["refresh_token"]}  # fmt: skip
         renewed = assert_token_response(
-            http.post(f"{prefix}/auth/renew", data=renew, headers=FORM), "renew"
-        )
+            token_call(http, APP, "renew", prefix=prefix, headers=FORM,
+                       refresh_token=auth["refresh_token"]),
+            "renew",
+        )  # fmt: skip
         assert "refresh_token" not in renewed
         assert renewed["access_token"] != auth["access_token"]
 
@@ -93,28 +78,22 @@ def test_serve_logs_in_renews_lists_and_reads_over_a_real_socket(prefix, provisi
 
 def test_serve_refuses_wrong_credentials_over_a_real_socket(provisioned_server):
     with httpx.Client(base_url=provisioned_server.base_url, timeout=10) as http:
-        wrong_password = log_in(http, password="not-the-password")
+        wrong_password = ana_logs_in(http, password="not-the-password")
         assert wrong_password.status_code == 400
         assert wrong_password.json()["error"] == "invalid_grant"
-        wrong_secret = log_in(http, client_secret="not-the-secret-0123456789")
+        wrong_secret = ana_logs_in(http, client_secret="not-the-secret-0123456789")
         assert wrong_secret.status_code == 401
         assert wrong_secret.json()["error"] == "invalid_client"
         assert http.get("/v1/controllers").status_code == 401
-
-
-def demo_login(http: httpx.Client) -> httpx.Response:
-    return http.post(
-        "/v1/auth/login",
-        data={"client_id": demo.DEMO_CLIENT_ID, "client_secret": demo.DEMO_CLIENT_SECRET,
-              "username": demo.DEMO_USER, "password": demo.DEMO_PASSWORD},
-    )  # fmt: skip
 
 
 def assert_demo_works(server) -> None:
     assert demo.walkthrough(server.base_url, mqtt_port=server.mqtt_port) in server.stdout()
     assert "NO demo data was added" not in server.stdout()
     with httpx.Client(base_url=server.base_url, timeout=10) as http:
-        auth = assert_token_response(demo_login(http), "login")
+        auth = assert_token_response(
+            log_in(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD), "login"
+        )
         headers = {"Authorization": f"Bearer {auth['access_token']}"}
         listed = http.get("/v1/controllers", headers=headers).json()["_embedded"]["controller"]
         assert [c["serial_number"] for c in listed] == [
@@ -137,7 +116,7 @@ def test_serve_demo_creates_and_fills_a_new_sqlite_file(tmp_path):
 
 
 def test_serve_demo_on_a_database_with_data_adds_none_but_serves(database_url, tmp_path):
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     with running_server(database_url, tmp_path, "--demo") as server:
         assert "not empty" in server.stderr()
         # the banner itself says plainly that nothing was added, before the credentials
@@ -145,28 +124,28 @@ def test_serve_demo_on_a_database_with_data_adds_none_but_serves(database_url, t
         assert banner.startswith("The database already had data, so NO demo data was added")
         assert banner.index("NO demo data") < banner.index("Demo client:")
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
-            assert demo_login(http).status_code == 401
-            assert_token_response(log_in(http), "login")
+            assert log_in(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD).status_code == 401
+            assert_token_response(ana_logs_in(http), "login")
 
 
 def test_serve_reads_the_token_lifetime_from_the_environment(database_url, tmp_path):
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     env = {"DEVICECONTROL_ACCESS_TOKEN_TTL": "120"}
     with (
         running_server(database_url, tmp_path, env=env) as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
     ):
-        assert assert_token_response(log_in(http), "login")["expires_in"] == 120
+        assert assert_token_response(ana_logs_in(http), "login")["expires_in"] == 120
 
 
 def test_serve_with_two_workers_answers_from_both(database_url, tmp_path):
-    provision(database_url)
+    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     with (
         running_server(database_url, tmp_path, "--workers", "2") as server,
         httpx.Client(base_url=server.base_url, timeout=10) as http,
     ):
         for _ in range(4):
-            assert_token_response(log_in(http), "login")
+            assert_token_response(ana_logs_in(http), "login")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -26,66 +27,22 @@ from sqlalchemy import select
 from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import controller_assignments, controllers
 from tests.cli.support import run_cli_in_process
+from tests.e2e.support import Client, bearer, controller, log_in, ok, provision, token_call, tokens
 from tests.processes import Server, running_server
 
-CLIENT_ID = "two-procs-app"
-SECRET = "two-procs-client-secret-0123456789"
+APP = Client("two-procs-app", "two-procs-client-secret-0123456789")
 PASSWORD = "two-procs-password-1"
 NEW_PASSWORD = "two-procs-password-2"
 HTTP_TIMEOUT_S = 15  # every request of this file is bounded; a local answer takes ms
 INVALID_TOKEN = 'Bearer realm="devicecontrol", error="invalid_token"'
 
 
-def ok(result) -> None:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+ANA_AND_BOB = dict.fromkeys(["ana@example.com", "bob@example.com"], PASSWORD)
 
 
-def create_client(database_url: str) -> None:
-    ok(
-        run_cli_in_process(
-            "clients", "create", CLIENT_ID, "--secret", SECRET, database_url=database_url
-        )
-    )
-
-
-def create_users(database_url: str, *emails: str) -> None:
-    """``users create`` for each address; a few at a time, as each CLI run takes ~1 s."""
-
-    def create(email: str):
-        return run_cli_in_process(
-            "users", "create", email, "--password", PASSWORD, database_url=database_url
-        )
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for result in pool.map(create, emails):
-            ok(result)
-
-
-def add_controller(database_url: str, serial: str, *options: str) -> None:
-    ok(
-        run_cli_in_process(
-            "controllers",
-            "add",
-            serial,
-            "--mac",
-            "02:00:00:00:00:01",
-            "--type",
-            "melissa",
-            *options,
-            database_url=database_url,
-        )
-    )
-
-
-def import_controllers(database_url: str, directory: Path, rows: list[tuple[str, str]]) -> None:
-    """Several unowned controllers, (serial, claim code or ""), in one ``controllers import``."""
-    csv = directory / "controllers.csv"
-    lines = ["serial_number,mac,type,claim_code"] + [
-        f"{serial},0200000001{index:02X},smart_plug,{code}"
-        for index, (serial, code) in enumerate(rows)
-    ]
-    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    ok(run_cli_in_process("controllers", "import", str(csv), database_url=database_url))
+def unowned(index: int, serial: str, claim_code: str = "") -> dict[str, str]:
+    """An unowned smart plug (MAC from ``index``), with a claim code or none."""
+    return controller(serial, f"0200000001{index:02X}", claim_code=claim_code)
 
 
 @dataclass
@@ -130,37 +87,14 @@ def two_servers(
             assert "Traceback" not in server.stderr(), server.stderr()
 
 
-def log_in(http: httpx.Client, username: str, password: str = PASSWORD) -> httpx.Response:
-    return http.post(
-        "/v1/auth/login",
-        data={"client_id": CLIENT_ID, "client_secret": SECRET,
-              "username": username, "password": password},
-    )  # fmt: skip
-
-
-def tokens_of(http: httpx.Client, username: str, password: str = PASSWORD) -> dict:
-    response = log_in(http, username, password)
-    assert response.status_code == 200, response.text
-    return response.json()["auth"]
-
-
-def renew(http: httpx.Client, refresh_token: str) -> httpx.Response:
-    return http.post(
-        "/v1/auth/renew",
-        json={"client_id": CLIENT_ID, "client_secret": SECRET, "refresh_token": refresh_token},
-    )
+# a renewal as JSON, the other body the token endpoints take
+renew = partial(token_call, client=APP, path="renew", as_json=True)
 
 
 def revoke(http: httpx.Client, token: str) -> None:
     """RFC 7009 revocation, form-encoded as the RFC has it."""
-    response = http.post(
-        "/v1/auth/revoke", data={"client_id": CLIENT_ID, "client_secret": SECRET, "token": token}
-    )
+    response = token_call(http, APP, "revoke", token=token)
     assert response.status_code == 200, response.text
-
-
-def bearer(access_token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {access_token}"}
 
 
 def me(http: httpx.Client, access_token: str) -> httpx.Response:
@@ -246,11 +180,10 @@ def all_at_once(pair: Pair, requests) -> list[httpx.Response]:
 
 
 def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com")
-    add_controller(database_url, "TP-OWNED-1", "--owner", "ana@example.com")
+    owned = controller("TP-OWNED-1", "02:00:00:00:00:01", "melissa", owner="ana@example.com")
+    provision(database_url, client=APP, users={"ana@example.com": PASSWORD}, controllers=[owned])
     with two_servers(database_url, tmp_path) as pair:
-        auth = tokens_of(pair.a, "ana@example.com")
+        auth = tokens(pair.a, APP, "ana@example.com", PASSWORD)
         assert_works(pair.b, auth["access_token"], "ana@example.com")
         listed = pair.b.get("/v1/controllers", headers=bearer(auth["access_token"]))
         assert listed.status_code == 200, listed.text
@@ -258,7 +191,7 @@ def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path
             "TP-OWNED-1"
         ]
 
-        renewed = renew(pair.b, auth["refresh_token"])
+        renewed = renew(pair.b, refresh_token=auth["refresh_token"])
         assert renewed.status_code == 200, renewed.text
         access_from_b = renewed.json()["auth"]["access_token"]
         assert access_from_b != auth["access_token"]
@@ -267,9 +200,9 @@ def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path
         assert one.status_code == 200, one.text
 
         # and the other way round: B's login, A's renewal
-        auth_b = tokens_of(pair.b, "ana@example.com")
+        auth_b = tokens(pair.b, APP, "ana@example.com", PASSWORD)
         assert_works(pair.a, auth_b["access_token"], "ana@example.com")
-        renewed_on_a = renew(pair.a, auth_b["refresh_token"])
+        renewed_on_a = renew(pair.a, refresh_token=auth_b["refresh_token"])
         assert renewed_on_a.status_code == 200, renewed_on_a.text
         assert_works(pair.b, renewed_on_a.json()["auth"]["access_token"], "ana@example.com")
 
@@ -280,11 +213,10 @@ def test_a_token_issued_by_one_process_works_on_the_other(database_url, tmp_path
 def test_a_revocation_holds_at_once_where_made_and_within_a_second_elsewhere(
     database_url, tmp_path
 ):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com")
+    provision(database_url, client=APP, users={"ana@example.com": PASSWORD})
     with two_servers(database_url, tmp_path) as pair:
-        first = tokens_of(pair.a, "ana@example.com")
-        second = tokens_of(pair.b, "ana@example.com")
+        first = tokens(pair.a, APP, "ana@example.com", PASSWORD)
+        second = tokens(pair.b, APP, "ana@example.com", PASSWORD)
         for http in pair.both:
             assert_works(http, first["access_token"], "ana@example.com")
 
@@ -293,33 +225,35 @@ def test_a_revocation_holds_at_once_where_made_and_within_a_second_elsewhere(
         assert_invalid_token(pair.a, first["access_token"])
         assert_refused_within_the_bound(pair.b, first["access_token"])
         # its refresh token was not revoked: renewing on B still works
-        renewed = renew(pair.b, first["refresh_token"])
+        renewed = renew(pair.b, refresh_token=first["refresh_token"])
         assert renewed.status_code == 200, renewed.text
         renewed_access = renewed.json()["auth"]["access_token"]
         assert_works(pair.a, renewed_access, "ana@example.com")
 
         # the refresh token revoked on B: no renewal on A, and every access token from it ends
         revoke(pair.b, first["refresh_token"])
-        assert_invalid_grant(renew(pair.a, first["refresh_token"]))
-        assert_invalid_grant(renew(pair.b, first["refresh_token"]))
+        assert_invalid_grant(renew(pair.a, refresh_token=first["refresh_token"]))
+        assert_invalid_grant(renew(pair.b, refresh_token=first["refresh_token"]))
         assert_invalid_token(pair.b, renewed_access)
         for http in pair.both:
             assert_refused_within_the_bound(http, renewed_access)
             assert_invalid_token(http, first["access_token"])
             # the other login's tokens are untouched
             assert_works(http, second["access_token"], "ana@example.com")
-        assert renew(pair.a, second["refresh_token"]).status_code == 200
+        assert renew(pair.a, refresh_token=second["refresh_token"]).status_code == 200
 
 
 # --- 3. operators' commands while both serve ---------------------------------------------
 
 
 def test_set_password_and_disable_end_the_users_tokens_on_both_processes(database_url, tmp_path):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com", "bob@example.com")
+    provision(database_url, client=APP, users=ANA_AND_BOB)
     with two_servers(database_url, tmp_path) as pair:
-        ana_a, ana_b = tokens_of(pair.a, "ana@example.com"), tokens_of(pair.b, "ana@example.com")
-        bob = tokens_of(pair.b, "bob@example.com")
+        ana_a, ana_b = (
+            tokens(pair.a, APP, "ana@example.com", PASSWORD),
+            tokens(pair.b, APP, "ana@example.com", PASSWORD),
+        )
+        bob = tokens(pair.b, APP, "bob@example.com", PASSWORD)
         for http in pair.both:
             assert_works(http, ana_a["access_token"], "ana@example.com")
 
@@ -336,20 +270,20 @@ def test_set_password_and_disable_end_the_users_tokens_on_both_processes(databas
         for http in pair.both:
             assert_refused_within_the_bound(http, ana_a["access_token"])
             assert_refused_within_the_bound(http, ana_b["access_token"])
-            assert_invalid_grant(renew(http, ana_a["refresh_token"]))
-            assert_invalid_grant(renew(http, ana_b["refresh_token"]))
+            assert_invalid_grant(renew(http, refresh_token=ana_a["refresh_token"]))
+            assert_invalid_grant(renew(http, refresh_token=ana_b["refresh_token"]))
             assert_works(http, bob["access_token"], "bob@example.com")
-        assert_invalid_grant(log_in(pair.a, "ana@example.com", PASSWORD))
-        ana_new = tokens_of(pair.b, "ana@example.com", NEW_PASSWORD)
+        assert_invalid_grant(log_in(pair.a, APP, "ana@example.com", PASSWORD))
+        ana_new = tokens(pair.b, APP, "ana@example.com", NEW_PASSWORD)
         assert_works(pair.a, ana_new["access_token"], "ana@example.com")
 
         ok(run_cli_in_process("users", "disable", "ana@example.com", database_url=database_url))
         for http in pair.both:
             assert_refused_within_the_bound(http, ana_new["access_token"])
-            assert_invalid_grant(renew(http, ana_new["refresh_token"]))
-            assert_invalid_grant(log_in(http, "ana@example.com", NEW_PASSWORD))
+            assert_invalid_grant(renew(http, refresh_token=ana_new["refresh_token"]))
+            assert_invalid_grant(log_in(http, APP, "ana@example.com", NEW_PASSWORD))
             assert_works(http, bob["access_token"], "bob@example.com")
-            assert renew(http, bob["refresh_token"]).status_code == 200
+            assert renew(http, refresh_token=bob["refresh_token"]).status_code == 200
 
 
 # --- 4. throttling -----------------------------------------------------------------------
@@ -362,23 +296,22 @@ GUESSES = 12
 
 
 def test_failed_logins_split_across_the_processes_are_counted_together(database_url, tmp_path):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com", "bob@example.com")
+    provision(database_url, client=APP, users=ANA_AND_BOB)
     with two_servers(database_url, tmp_path, env=THROTTLED) as pair:
         for http in (pair.a, pair.b, pair.a):  # 3 failures, neither process saw 3 itself
-            assert_invalid_grant(log_in(http, "ana@example.com", "wrong-password"))
+            assert_invalid_grant(log_in(http, APP, "ana@example.com", "wrong-password"))
         for http in (pair.b, pair.a):  # the right password is not even looked at
-            assert_throttled(log_in(http, "ana@example.com"))
-        assert_throttled(log_in(pair.b, "ANA@example.com"))  # the same username
+            assert_throttled(log_in(http, APP, "ana@example.com", PASSWORD))
+        assert_throttled(log_in(pair.b, APP, "ANA@example.com", PASSWORD))  # the same username
         for http in pair.both:  # another username is not held back
-            assert log_in(http, "bob@example.com").status_code == 200
+            assert log_in(http, APP, "bob@example.com", PASSWORD).status_code == 200
 
         # concurrent guesses on both processes: only the first 3 are checked at all
         guesses = all_at_once(
             pair,
             [
                 ("ab"[i % 2], "POST", "/v1/auth/login", {},
-                 {"client_id": CLIENT_ID, "client_secret": SECRET,
+                 {"client_id": APP.client_id, "client_secret": APP.secret,
                   "username": "carol@example.com", "password": f"guess-{i}"})
                 for i in range(GUESSES)
             ],
@@ -388,16 +321,16 @@ def test_failed_logins_split_across_the_processes_are_counted_together(database_
 
 
 def test_wrong_claim_codes_split_across_the_processes_are_counted_together(database_url, tmp_path):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com", "bob@example.com")
-    import_controllers(
-        database_url,
-        tmp_path,
-        [("TP-CLAIM-1", "RIGHT-CODE"), ("TP-CLAIM-2", "OTHER-CODE"), ("TP-CLAIM-3", "THIRD-CODE")],
-    )
+    codes = [
+        ("TP-CLAIM-1", "RIGHT-CODE"),
+        ("TP-CLAIM-2", "OTHER-CODE"),
+        ("TP-CLAIM-3", "THIRD-CODE"),
+    ]
+    claimable = [unowned(index, serial, code) for index, (serial, code) in enumerate(codes)]
+    provision(database_url, client=APP, users=ANA_AND_BOB, controllers=claimable)
     with two_servers(database_url, tmp_path, env=THROTTLED) as pair:
-        ana = bearer(tokens_of(pair.a, "ana@example.com")["access_token"])
-        bob = bearer(tokens_of(pair.b, "bob@example.com")["access_token"])
+        ana = bearer(tokens(pair.a, APP, "ana@example.com", PASSWORD)["access_token"])
+        bob = bearer(tokens(pair.b, APP, "bob@example.com", PASSWORD)["access_token"])
         assign = "/v1/controllers/TP-CLAIM-1/assign"
         for http, body in ((pair.a, {"claim_code": "WRONG-1"}), (pair.b, {}),
                            (pair.a, {"claim_code": "WRONG-2"})):  # fmt: skip
@@ -464,14 +397,13 @@ def database_state(database_url: str, serial: str) -> tuple[int | None, list[int
 
 def test_assigns_racing_across_the_processes_leave_one_owner(database_url, tmp_path):
     emails = [f"racer{i}@example.com" for i in range(RACERS)]
-    create_client(database_url)
-    create_users(database_url, *emails)
-    import_controllers(database_url, tmp_path, [(serial, "") for serial in RACED_CONTROLLERS])
+    raced = [unowned(index, serial) for index, serial in enumerate(RACED_CONTROLLERS)]
+    provision(database_url, client=APP, users=dict.fromkeys(emails, PASSWORD), controllers=raced)
     with two_servers(database_url, tmp_path) as pair:
         headers, user_ids = [], []
         for i, email in enumerate(emails):
             http = pair.both[i % 2]
-            token = tokens_of(http, email)["access_token"]
+            token = tokens(http, APP, email, PASSWORD)["access_token"]
             headers.append(bearer(token))
             user_ids.append(me(http, token).json()["users"]["user_id"])
 
@@ -510,14 +442,13 @@ def test_assigns_racing_across_the_processes_leave_one_owner(database_url, tmp_p
 
 
 def test_reassign_racing_release_across_the_processes_ends_consistent(database_url, tmp_path):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com", "bob@example.com")
-    add_controller(database_url, "TP-HANDOVER", "--owner", "ana@example.com")
+    owned = controller("TP-HANDOVER", "02:00:00:00:00:01", "melissa", owner="ana@example.com")
+    provision(database_url, client=APP, users=ANA_AND_BOB, controllers=[owned])
     serial = "TP-HANDOVER"
     with two_servers(database_url, tmp_path) as pair:
         ana_auth, bob_auth = (
-            tokens_of(pair.a, "ana@example.com"),
-            tokens_of(pair.b, "bob@example.com"),
+            tokens(pair.a, APP, "ana@example.com", PASSWORD),
+            tokens(pair.b, APP, "bob@example.com", PASSWORD),
         )
         ana, bob = bearer(ana_auth["access_token"]), bearer(bob_auth["access_token"])
         ana_id = me(pair.a, ana_auth["access_token"]).json()["users"]["user_id"]
@@ -575,10 +506,9 @@ def test_reassign_racing_release_across_the_processes_ends_consistent(database_u
 def test_without_the_token_cache_a_revocation_holds_everywhere_on_the_next_request(
     database_url, tmp_path
 ):
-    create_client(database_url)
-    create_users(database_url, "ana@example.com")
+    provision(database_url, client=APP, users={"ana@example.com": PASSWORD})
     with two_servers(database_url, tmp_path, env={"DEVICECONTROL_TOKEN_CACHE_MS": "0"}) as pair:
-        auth = tokens_of(pair.a, "ana@example.com")
+        auth = tokens(pair.a, APP, "ana@example.com", PASSWORD)
         for http in pair.both:
             assert_works(http, auth["access_token"], "ana@example.com")
         revoke(pair.a, auth["access_token"])
@@ -588,12 +518,11 @@ def test_without_the_token_cache_a_revocation_holds_everywhere_on_the_next_reque
 
 def test_a_reassigned_controller_is_gone_from_the_old_owner_at_once_on_both(database_url, tmp_path):
     """Controllers are never cached: the hand-over shows on the very next read anywhere."""
-    create_client(database_url)
-    create_users(database_url, "ana@example.com", "bob@example.com")
-    add_controller(database_url, "TP-CACHE", "--owner", "ana@example.com")
+    owned = controller("TP-CACHE", "02:00:00:00:00:01", "melissa", owner="ana@example.com")
+    provision(database_url, client=APP, users=ANA_AND_BOB, controllers=[owned])
     with two_servers(database_url, tmp_path) as pair:
-        ana = bearer(tokens_of(pair.a, "ana@example.com")["access_token"])
-        bob = bearer(tokens_of(pair.b, "bob@example.com")["access_token"])
+        ana = bearer(tokens(pair.a, APP, "ana@example.com", PASSWORD)["access_token"])
+        bob = bearer(tokens(pair.b, APP, "bob@example.com", PASSWORD)["access_token"])
         for http in pair.both:  # read (and so warm anything cacheable) on both first
             assert http.get("/v1/controllers/TP-CACHE", headers=ana).status_code == 200
             assert http.get("/v1/controllers", headers=ana).json()["total"] == 1
