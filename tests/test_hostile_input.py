@@ -25,7 +25,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from devicecontrol.app import create_app
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.controllers.identity import is_serial_number, normalize_device_mac, normalize_mac
@@ -33,6 +32,7 @@ from devicecontrol.database.tables import metadata, throttle_failures
 from devicecontrol.http.paging import MAX_PAGE
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
+from tests.asgi import app_client
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -101,14 +101,9 @@ async def _populate(runtime: Runtime) -> None:
 
 async def _world(runtime: Runtime, settings: Settings, peer: str) -> AsyncIterator[World]:
     await _populate(runtime)
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app, client=(peer, 40000))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            auth = await login(http, ANA)  # type: ignore[arg-type]
-            yield World(http=http, runtime=runtime, token=auth["access_token"])
-    finally:
-        await app.state.runtime.close()
+    async with app_client(settings, peer=peer) as http:
+        auth = await login(http, ANA)  # type: ignore[arg-type]
+        yield World(http=http, runtime=runtime, token=auth["access_token"])
 
 
 @pytest.fixture

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from ipaddress import ip_network
 
 import httpx
 from sqlalchemy import func, select
 
-from devicecontrol.app import create_app
-from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.config import ThrottleRule
 from devicecontrol.database.tables import throttle_failures
 from devicecontrol.runtime import Runtime
+from tests.asgi import app_client
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -27,20 +25,7 @@ from tests.factories import (
 
 ANA = "ana@example.com"
 PROXY = "10.1.2.3"
-
-
-@asynccontextmanager
-async def http_client(
-    settings: Settings, peer: str = "203.0.113.7"
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The app seen from a socket peer address of our choosing."""
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app, client=(peer, 40000))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
-    finally:
-        await app.state.runtime.close()
+PEER = "203.0.113.7"  # the socket address requests come from, unless a test says
 
 
 async def attempt_login(
@@ -72,7 +57,7 @@ async def test_failed_logins_per_username_are_throttled_even_for_the_right_passw
 ):
     await account(runtime)
     limited = replace(settings, throttle_login_per_username=ThrottleRule(3, 900))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         for _ in range(3):
             assert (await attempt_login(http)).status_code == 400
         response = await attempt_login(http, password=PASSWORD)
@@ -83,7 +68,7 @@ async def test_failed_logins_per_username_are_throttled_even_for_the_right_passw
 async def test_a_successful_login_clears_the_usernames_failures(runtime, settings):
     await account(runtime)
     limited = replace(settings, throttle_login_per_username=ThrottleRule(3, 900))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         for _ in range(2):
             await attempt_login(http)
         assert (await attempt_login(http, password=PASSWORD)).status_code == 200
@@ -95,18 +80,18 @@ async def test_a_successful_login_clears_the_usernames_failures(runtime, setting
 async def test_failed_logins_per_address_are_throttled_across_usernames(runtime, settings):
     await account(runtime)
     limited = replace(settings, throttle_login_per_address=ThrottleRule(3, 60))
-    async with http_client(limited, peer="198.51.100.1") as http:
+    async with app_client(limited, peer="198.51.100.1") as http:
         for n in range(3):
             assert (await attempt_login(http, username=f"guess{n}@example.com")).status_code == 400
         assert_throttled(await attempt_login(http, password=PASSWORD), 60)
-    async with http_client(limited, peer="198.51.100.2") as other_address:
+    async with app_client(limited, peer="198.51.100.2") as other_address:
         assert (await attempt_login(other_address, password=PASSWORD)).status_code == 200
 
 
 async def test_forwarded_for_is_ignored_from_an_untrusted_peer(runtime, settings):
     await account(runtime)
     limited = replace(settings, throttle_login_per_address=ThrottleRule(2, 60))
-    async with http_client(limited, peer="198.51.100.1") as http:
+    async with app_client(limited, peer="198.51.100.1") as http:
         for n in range(2):
             spoofed = {"X-Forwarded-For": f"192.0.2.{n}"}
             await attempt_login(http, username=f"guess{n}@example.com", **spoofed)
@@ -123,7 +108,7 @@ async def test_forwarded_for_from_a_trusted_proxy_names_the_client(runtime, sett
         throttle_login_per_address=ThrottleRule(2, 60),
         trusted_proxies=(ip_network(PROXY),),
     )
-    async with http_client(limited, peer=PROXY) as http:
+    async with app_client(limited, peer=PROXY) as http:
         for n in range(2):
             await attempt_login(
                 http, username=f"guess{n}@example.com", **{"X-Forwarded-For": "192.0.2.1"}
@@ -140,7 +125,7 @@ async def test_login_failures_are_shared_by_every_process_on_the_database(runtim
     """Two app instances (as two server processes would) count into the same rows."""
     await account(runtime)
     limited = replace(settings, throttle_login_per_username=ThrottleRule(2, 900))
-    async with http_client(limited) as first, http_client(limited) as second:
+    async with app_client(limited, peer=PEER) as first, app_client(limited, peer=PEER) as second:
         await attempt_login(first)
         await attempt_login(second)
         assert_throttled(await attempt_login(first, password=PASSWORD), 900)
@@ -150,7 +135,7 @@ async def test_login_failures_are_shared_by_every_process_on_the_database(runtim
 async def test_throttling_ends_when_the_window_has_passed(runtime, settings, clock):
     await account(runtime)
     limited = replace(settings, throttle_login_per_username=ThrottleRule(1, 2))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         await attempt_login(http)
         throttled = await attempt_login(http, password=PASSWORD)
         assert_throttled(throttled, 2)
@@ -160,7 +145,7 @@ async def test_throttling_ends_when_the_window_has_passed(runtime, settings, clo
 
 async def test_only_a_digest_of_the_throttled_subject_is_stored(runtime, settings):
     await account(runtime)
-    async with http_client(settings) as http:
+    async with app_client(settings, peer=PEER) as http:
         await attempt_login(http, username="Someone.Secret@example.com")
     async with runtime.database.read() as connection:
         rows = (await connection.execute(select(throttle_failures))).all()
@@ -180,7 +165,7 @@ async def test_wrong_claim_codes_per_controller_are_throttled_even_for_the_right
     await make_user(runtime, "bob@example.com")
     await make_controller(runtime, "CLAIM1", claim_code="right-code")
     limited = replace(settings, throttle_claim_per_controller=ThrottleRule(3, 900))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         ana = bearer((await login(http, ANA))["access_token"])
         bob = bearer((await login(http, "bob@example.com"))["access_token"])
         assert (await claim(http, ana, "CLAIM1", None)).status_code == 403
@@ -199,7 +184,7 @@ async def test_wrong_claim_codes_per_user_are_throttled_across_controllers(runti
     for n in range(4):
         await make_controller(runtime, f"CLAIM{n}", claim_code=f"code-{n}")
     limited = replace(settings, throttle_claim_per_user=ThrottleRule(3, 900))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         ana = bearer((await login(http, ANA))["access_token"])
         for n in range(3):
             assert (await claim(http, ana, f"CLAIM{n}", "guess")).status_code == 403
@@ -211,7 +196,7 @@ async def test_claims_without_a_code_are_not_throttled(runtime, settings):
     await make_controller(runtime, "LOCKED", claim_code="right-code")
     await make_controller(runtime, "OPEN1")
     limited = replace(settings, throttle_claim_per_user=ThrottleRule(1, 900))
-    async with http_client(limited) as http:
+    async with app_client(limited, peer=PEER) as http:
         ana = bearer((await login(http, ANA))["access_token"])
         assert (await claim(http, ana, "LOCKED", "guess")).status_code == 403
         assert (await claim(http, ana, "OPEN1", None)).status_code == 200

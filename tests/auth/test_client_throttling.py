@@ -8,33 +8,19 @@ right.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings, SettingsError, ThrottleRule, load_settings
+from tests.asgi import app_client
 from tests.factories import CLIENT_ID, CLIENT_SECRET, PASSWORD, make_client, make_user
 
 ANA = "ana@example.com"
 SHORT_ID, SHORT_SECRET = "mclimate", "mclimate_core"
 LIMIT = 3
-
-
-@asynccontextmanager
-async def http_from(settings: Settings, peer: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The app seen from a socket peer address of our choosing."""
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app, client=(peer, 40000))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
-    finally:
-        await app.state.runtime.close()
 
 
 def limited(settings: Settings, *, per_id: int = LIMIT, per_address: int = 100) -> Settings:
@@ -80,7 +66,7 @@ async def accounts(runtime) -> None:
 async def test_wrong_secrets_of_a_client_are_throttled_then_even_the_right_one_is_429(
     settings, accounts, endpoint
 ):
-    async with http_from(limited(settings), "203.0.113.7") as http:
+    async with app_client(limited(settings), peer="203.0.113.7") as http:
         for _ in range(LIMIT):
             assert_invalid_client(await token_request(http, endpoint, SHORT_ID, "guess"))
         assert_throttled(await token_request(http, endpoint, SHORT_ID, "guess"))
@@ -93,10 +79,10 @@ async def test_wrong_secrets_of_a_client_are_throttled_then_even_the_right_one_i
 
 async def test_the_client_id_count_is_shared_by_every_endpoint_and_address(settings, accounts):
     rules = limited(settings)
-    async with http_from(rules, "203.0.113.7") as first:
+    async with app_client(rules, peer="203.0.113.7") as first:
         assert_invalid_client(await token_request(first, "login", SHORT_ID, "guess-1"))
         assert_invalid_client(await token_request(first, "renew", SHORT_ID, "guess-2"))
-    async with http_from(rules, "198.51.100.9") as second:
+    async with app_client(rules, peer="198.51.100.9") as second:
         assert_invalid_client(await token_request(second, "revoke", SHORT_ID, "guess-3"))
         assert_throttled(await token_request(second, "login", SHORT_ID, SHORT_SECRET))
 
@@ -105,18 +91,18 @@ async def test_failures_from_one_address_are_throttled_whatever_client_id_they_n
     settings, accounts
 ):
     rules = limited(settings, per_id=100, per_address=LIMIT)
-    async with http_from(rules, "203.0.113.7") as guesser:
+    async with app_client(rules, peer="203.0.113.7") as guesser:
         for number in range(LIMIT):
             response = await token_request(guesser, "login", f"no-such-app-{number}", "x")
             assert_invalid_client(response)
         assert_throttled(await token_request(guesser, "login", CLIENT_ID, CLIENT_SECRET))
-    async with http_from(rules, "198.51.100.9") as bystander:
+    async with app_client(rules, peer="198.51.100.9") as bystander:
         response = await token_request(bystander, "login", CLIENT_ID, CLIENT_SECRET)
         assert response.status_code == 200, response.text
 
 
 async def test_right_client_credentials_are_never_counted(settings, accounts):
-    async with http_from(limited(settings), "203.0.113.7") as http:
+    async with app_client(limited(settings), peer="203.0.113.7") as http:
         for _ in range(LIMIT + 2):
             response = await token_request(http, "login", SHORT_ID, SHORT_SECRET)
             assert response.status_code == 200, response.text

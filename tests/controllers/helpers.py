@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 from sqlalchemy import Row, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from devicecontrol.app import create_app
-from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database
 from devicecontrol.database.prepared import Prepared
 from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.runtime import Runtime
+from tests.asgi import app_client
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 CONTROLLER_FIELDS = {
@@ -83,20 +82,8 @@ def assert_problem(response: httpx.Response, status: int, field: str | None = No
     return body
 
 
-@asynccontextmanager
-async def concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A client whose requests really overlap: the app runs on the test's own event loop.
-
-    Litestar's AsyncTestClient hands each request to a blocking portal and waits for it,
-    so ``asyncio.gather`` over it runs requests one after another and proves no race.
-    """
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
-    finally:
-        await app.state.runtime.close()
+# a client whose requests really overlap: the app runs on the test's own event loop
+concurrent_client = app_client
 
 
 def stamp(clock: Any) -> str:

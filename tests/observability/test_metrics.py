@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 
 import httpx
@@ -14,7 +12,7 @@ from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.database import engine as db
 from devicecontrol.database.hot_pool import HOT_POOL_SIZE
-from devicecontrol.runtime import Runtime
+from tests.asgi import app_and_client
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -150,20 +148,8 @@ async def test_pool_sizes_are_reported_for_the_read_and_the_write_pool(client, b
         assert value(samples, "devicecontrol_db_pool_checked_out", pool=pool) == 0, pool
 
 
-@asynccontextmanager
-async def same_loop_app(settings: Settings) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
-    """The app on this test's event loop, so that the test can hold the app's connections."""
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield app.state.runtime, http
-    finally:
-        await app.state.runtime.close()
-
-
 async def test_connections_in_use_are_reported_per_pool(settings: Settings):
-    async with same_loop_app(settings) as (runtime, http):
+    async with app_and_client(settings) as (runtime, http):  # the test holds its connections
         async with runtime.database.read() as reader, runtime.database.write():
             await reader.execute(select(1))  # a reader checks out its connection on first use
             busy = await scrape(http)

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings
+from tests.asgi import app_client
 from tests.factories import logged_in_user
 
 GENERATED_ID = re.compile(r"[0-9a-f]{32}")
@@ -167,13 +167,8 @@ async def answer_through(
     settings: Settings, peer: str, headers: list[tuple[bytes, bytes]]
 ) -> httpx.Response:
     """GET /v1/users/me from a socket peer of our choosing, headers passed on as they are."""
-    app = create_app(settings)
-    transport = httpx.ASGITransport(app=app, client=(peer, 40000))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            return await http.get("/v1/users/me", headers=headers)
-    finally:
-        await app.state.runtime.close()
+    async with app_client(settings, peer=peer) as http:
+        return await http.get("/v1/users/me", headers=headers)
 
 
 @pytest.mark.parametrize(
