@@ -11,7 +11,7 @@ from litestar.params import KwargDefinition, PathParameter
 
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
-from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.hal import HalPage, SelfLinks
 from devicecontrol.http.openapi import OptionalField
 from devicecontrol.users.identity import MAX_EMAIL_LENGTH
 
@@ -97,13 +97,8 @@ class EmbeddedControllers(msgspec.Struct, frozen=True):
     controller: list[ControllerBody]
 
 
-class ControllerPage(msgspec.Struct, frozen=True):
+class ControllerPage(HalPage, frozen=True):
     embedded: EmbeddedControllers = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 class AssignmentRecord(msgspec.Struct, frozen=True):
@@ -131,13 +126,8 @@ class EmbeddedAssignments(msgspec.Struct, frozen=True):
     controller_reassign: list[AssignmentRecord]
 
 
-class AssignmentPage(msgspec.Struct, frozen=True):
+class AssignmentPage(HalPage, frozen=True):
     embedded: EmbeddedAssignments = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 # Request bodies, as documented in the OpenAPI document; the handlers read and check them

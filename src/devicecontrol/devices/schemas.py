@@ -15,7 +15,7 @@ from devicecontrol.devices.catalogue import COMMAND_NAME
 from devicecontrol.devices.commands.service import MAX_TTL_S, MIN_TTL_S
 from devicecontrol.devices.commands.status import CommandStatus
 from devicecontrol.http.bodies import Refused
-from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.hal import HalPage, SelfLinks
 from devicecontrol.http.openapi import NO_NUL
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
@@ -49,26 +49,16 @@ class EmbeddedCommands(msgspec.Struct, frozen=True):
     command: list[CommandBody]
 
 
-class CommandPage(msgspec.Struct, frozen=True):
+class CommandPage(HalPage, frozen=True):
     embedded: EmbeddedCommands = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 class EmbeddedReadings(msgspec.Struct, frozen=True):
     reading: list[Reading]
 
 
-class ReadingPage(msgspec.Struct, frozen=True):
+class ReadingPage(HalPage, frozen=True):
     embedded: EmbeddedReadings = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 class ProviderCommand(msgspec.Struct, frozen=True):

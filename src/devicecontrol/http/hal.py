@@ -32,6 +32,21 @@ class PageLinks(msgspec.Struct, omit_defaults=True, frozen=True):
     next: Link | None = None
 
 
+class HalPage(msgspec.Struct, frozen=True):
+    """One page of a HAL collection: its items under ``_embedded``, then what every page
+    carries (``page_members``). Each collection subclasses it and only narrows ``embedded``
+    to the Struct that names its items' relation (``controller``, ...): the field keeps its
+    place, and the document names each page and its items (Litestar does not resolve a
+    generic's parameter in a subclass)."""
+
+    embedded: msgspec.Struct = msgspec.field(name="_embedded")
+    total: int
+    page: int
+    page_size: int
+    page_count: int
+    links: PageLinks = msgspec.field(name="_links")
+
+
 def api_path(path: str) -> str:
     return f"{API_PREFIX}{path}"
 

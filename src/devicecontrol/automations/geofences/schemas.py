@@ -8,7 +8,7 @@ import msgspec
 
 from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.devices.schemas import COMMAND_NAME_PATTERN, CommandBody
-from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.hal import HalPage, SelfLinks
 
 Flag = Annotated[int, msgspec.Meta(ge=0, le=1)]
 
@@ -42,13 +42,8 @@ class EmbeddedGeofences(msgspec.Struct, frozen=True):
     geofence: list[GeofenceBody]
 
 
-class GeofencePage(msgspec.Struct, frozen=True):
+class GeofencePage(HalPage, frozen=True):
     embedded: EmbeddedGeofences = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 class CrossingResponse(msgspec.Struct, frozen=True):

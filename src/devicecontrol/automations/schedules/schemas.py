@@ -9,7 +9,7 @@ import msgspec
 from devicecontrol.automations.geofences.schemas import CommandFields, CommandName, Flag, FlagField
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
-from devicecontrol.http.hal import PageLinks, SelfLinks
+from devicecontrol.http.hal import HalPage, SelfLinks
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
 HHMM_PATTERN = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
@@ -58,13 +58,8 @@ class EmbeddedSchedules(msgspec.Struct, frozen=True):
     schedule: list[ScheduleBody]
 
 
-class SchedulePage(msgspec.Struct, frozen=True):
+class SchedulePage(HalPage, frozen=True):
     embedded: EmbeddedSchedules = msgspec.field(name="_embedded")
-    total: int
-    page: int
-    page_size: int
-    page_count: int
-    links: PageLinks = msgspec.field(name="_links")
 
 
 class ScheduleRequest(msgspec.Struct, frozen=True):
