@@ -23,16 +23,16 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from sqlalchemy import select
 
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.controllers.identity import is_serial_number, normalize_device_mac, normalize_mac
-from devicecontrol.database.tables import metadata, throttle_failures
+from devicecontrol.database.tables import throttle_failures
 from devicecontrol.http.paging import MAX_PAGE
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.identity import email_problem, username_key
 from tests.asgi import app_client
+from tests.cli.support import snapshot
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -110,17 +110,6 @@ async def _world(runtime: Runtime, settings: Settings, peer: str) -> AsyncIterat
 async def world(runtime: Runtime, settings: Settings) -> AsyncIterator[World]:
     async for made in _world(runtime, settings, PEER):
         yield made
-
-
-async def snapshot(runtime: Runtime) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table."""
-    async with runtime.database.read() as connection:
-        return {
-            table.name: [
-                tuple(row) for row in await connection.execute(select(table).order_by(*table.c))
-            ]
-            for table in metadata.sorted_tables
-        }
 
 
 # ---------------------------------------------------------------------------------------

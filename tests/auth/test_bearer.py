@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import update
@@ -13,7 +11,7 @@ from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
 from devicecontrol.database.tables import access_tokens
 from devicecontrol.users.service import disable_user, set_password
-from tests.auth.oauth import EMAIL, account, post_login
+from tests.auth.oauth import EMAIL, account, expire_every_token, post_login
 from tests.factories import login, make_controller, make_user
 
 MISSING = 'Bearer realm="devicecontrol"'
@@ -116,10 +114,7 @@ async def test_each_token_is_its_own_users(runtime, client):
 async def test_expired_access_token_is_401_invalid_token(runtime, client):
     await account(runtime)
     token = await access_token_of(client)
-    async with runtime.database.write() as connection:
-        await connection.execute(
-            update(access_tokens).values(expires_at=utcnow() - timedelta(seconds=1))
-        )
+    await expire_every_token(runtime, access_tokens)
     assert_unauthenticated(await me(client, f"Bearer {token}"), INVALID)
 
 
