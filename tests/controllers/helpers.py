@@ -17,6 +17,13 @@ from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.runtime import Runtime
 from tests.asgi import app_client
 
+# query strings a paged list refuses with a 400 naming the parameter, and that parameter
+BAD_PAGING = [
+    ("page=0", "page"), ("page=-1", "page"), ("page=abc", "page"), ("page=1.5", "page"),
+    ("page=", "page"), ("page_size=0", "page_size"), ("page_size=-5", "page_size"),
+    ("page_size=501", "page_size"), ("page_size=ten", "page_size"),
+    ("page_size=99999999999999999999", "page_size"),
+]  # fmt: skip
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 CONTROLLER_FIELDS = {
     "user_id",

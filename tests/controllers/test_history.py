@@ -14,6 +14,7 @@ from devicecontrol.app import create_app
 from devicecontrol.clock import format_timestamp
 from devicecontrol.config import Settings
 from tests.controllers.helpers import (
+    BAD_PAGING,
     RECORD_FIELDS,
     TIMESTAMP,
     assert_problem,
@@ -217,14 +218,6 @@ async def test_a_page_past_the_last_is_200_and_empty(runtime, client):
         assert body["_links"]["first"]["href"] == history_href(1, None if size == 100 else size)
         assert body["_links"]["last"]["href"] == history_href(count, None if size == 100 else size)
         assert "next" not in body["_links"], href
-
-
-BAD_PAGING = [
-    ("page=0", "page"), ("page=-1", "page"), ("page=abc", "page"), ("page=1.5", "page"),
-    ("page=", "page"), ("page_size=0", "page_size"), ("page_size=-5", "page_size"),
-    ("page_size=501", "page_size"), ("page_size=ten", "page_size"),
-    ("page_size=99999999999999999999", "page_size"),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(("query", "field"), BAD_PAGING)

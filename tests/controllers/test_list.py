@@ -11,6 +11,7 @@ from litestar.testing import AsyncTestClient
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
 from tests.controllers.helpers import (
+    BAD_PAGING,
     CONTROLLER_FIELDS,
     assert_problem,
     counted_statements,
@@ -115,14 +116,6 @@ async def test_list_mac_with_other_characters_is_400_naming_mac(runtime, client,
     _, ana = await logged_in_user(runtime, client, ANA)
     response = await client.get("/v1/controllers", params={"mac": mac}, headers=ana)
     assert_problem(response, 400, "mac")
-
-
-BAD_PAGING = [
-    ("page=0", "page"), ("page=-1", "page"), ("page=abc", "page"), ("page=1.5", "page"),
-    ("page=", "page"), ("page_size=0", "page_size"), ("page_size=-5", "page_size"),
-    ("page_size=501", "page_size"), ("page_size=ten", "page_size"),
-    ("page_size=99999999999999999999", "page_size"),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(("query", "field"), BAD_PAGING)
