@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import msgspec
@@ -16,6 +16,7 @@ from litestar.di import NamedDependency
 from devicecontrol.auth import service
 from devicecontrol.auth.schemas import (
     AuthTokens,
+    ClientRequest,
     LoginRequest,
     RenewRequest,
     RevokeRequest,
@@ -24,7 +25,8 @@ from devicecontrol.auth.schemas import (
 )
 from devicecontrol.errors import BadRequest, OAuthError
 from devicecontrol.http.addresses import client_address
-from devicecontrol.http.bodies import check_string_fields, read_json_object
+from devicecontrol.http.bodies import read_json_object
+from devicecontrol.http.fields import decode_body
 from devicecontrol.http.hal import HAL_JSON, self_links
 from devicecontrol.http.openapi import CLIENT_CREDENTIALS, TokenOperation, problems, with_body
 from devicecontrol.http.problems import EXCEPTION_HANDLERS
@@ -35,6 +37,7 @@ NO_STORE = [
     ResponseHeader(name="Pragma", value="no-cache"),
 ]
 ErrorHandler = Callable[[Request[Any, Any, Any], Any], Response[bytes]]
+Sent = TypeVar("Sent", bound=ClientRequest)
 
 
 def _not_stored(handler: ErrorHandler) -> ErrorHandler:
@@ -64,22 +67,21 @@ def _basic_client_credentials(request: Request[Any, Any, Any]) -> dict[str, str]
     return {"client_id": unquote(client_id), "client_secret": unquote(secret)}
 
 
-async def _token_request(
-    request: Request[Any, Any, Any], fields: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> dict[str, str]:
+async def _token_request(request: Request[Any, Any, Any], struct: type[Sent]) -> Sent:
+    """The body (JSON or form, HTTP Basic winning for the client's fields) as ``struct``;
+    a refused field is the OAuth ``invalid_request``."""
     try:
         body = {
             **await read_json_object(request, allow_form=True),
             **_basic_client_credentials(request),
         }
-        check_string_fields(body, ("client_id", "client_secret", *fields), optional)
+        return decode_body(body, struct)
     except BadRequest as exc:
         raise OAuthError("invalid_request", exc.detail, errors=exc.errors) from None
-    return {name: body[name] for name in ("client_id", "client_secret", *fields)}
 
 
-def _credentials(body: dict[str, str]) -> service.ClientCredentials:
-    return service.ClientCredentials(body["client_id"], body["client_secret"])
+def _credentials(body: ClientRequest) -> service.ClientCredentials:
+    return service.ClientCredentials(body.client_id, body.client_secret)
 
 
 def _token_response(issued: service.IssuedTokens, path: str) -> TokenResponse:
@@ -113,12 +115,12 @@ class AuthController(Controller):
     async def login(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> TokenResponse:
-        body = await _token_request(request, ("username", "password"))
+        body = await _token_request(request, LoginRequest)
         issued = await service.login(
             runtime,
             _credentials(body),
-            username=body["username"],
-            password=body["password"],
+            username=body.username,
+            password=body.password,
             client_address=client_address(request, runtime.settings.trusted_proxies),
         )
         return _token_response(issued, "/auth/login")
@@ -134,11 +136,11 @@ class AuthController(Controller):
     async def renew(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> TokenResponse:
-        body = await _token_request(request, ("refresh_token",))
+        body = await _token_request(request, RenewRequest)
         issued = await service.renew(
             runtime,
             _credentials(body),
-            refresh_token=body["refresh_token"],
+            refresh_token=body.refresh_token,
             client_address=client_address(request, runtime.settings.trusted_proxies),
         )
         return _token_response(issued, "/auth/renew")
@@ -154,11 +156,11 @@ class AuthController(Controller):
     async def revoke(
         self, request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]
     ) -> RevokeResponse:
-        body = await _token_request(request, ("token",), optional=("token_type_hint",))
+        body = await _token_request(request, RevokeRequest)
         await service.revoke(
             runtime,
             _credentials(body),
-            token=body["token"],
+            token=body.token,
             client_address=client_address(request, runtime.settings.trusted_proxies),
         )
         return RevokeResponse(links=self_links("/auth/revoke"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from devicecontrol.http.fields import OptionalField, RequiredField
 from devicecontrol.http.hal import SelfLinks
-from devicecontrol.http.openapi import OptionalField, RequiredField
 
 
 class AuthTokens(msgspec.Struct, frozen=True):
@@ -33,32 +33,34 @@ class Caller(msgspec.Struct, frozen=True):
     user_id: int
 
 
-# Request bodies, as documented in the OpenAPI document. The handlers read the body
-# themselves (JSON or form, bodies.read_json_object) and check these fields with
-# bodies.string_field_errors; client_id and client_secret may come as HTTP Basic instead.
+# Request bodies: the OpenAPI document shows them, and the handlers decode the body into
+# them (JSON or form, bodies.read_json_object, then fields.decode_body); client_id and
+# client_secret may come as HTTP Basic instead. Other fields (such as grant_type) are
+# ignored.
 
 
-class LoginRequest(msgspec.Struct, frozen=True):
-    """Resource-owner password grant. Other fields (such as grant_type) are ignored."""
+class ClientRequest(msgspec.Struct, frozen=True):
+    """What every token request carries: the client's credentials."""
 
     client_id: RequiredField
     client_secret: RequiredField
+
+
+class LoginRequest(ClientRequest, frozen=True):
+    """Resource-owner password grant. Other fields (such as grant_type) are ignored."""
+
     username: RequiredField
     password: RequiredField
 
 
-class RenewRequest(msgspec.Struct, frozen=True):
+class RenewRequest(ClientRequest, frozen=True):
     """A new access token from a refresh token (which is not rotated)."""
 
-    client_id: RequiredField
-    client_secret: RequiredField
     refresh_token: RequiredField
 
 
-class RevokeRequest(msgspec.Struct, frozen=True):
+class RevokeRequest(ClientRequest, frozen=True):
     """RFC 7009: revoke an access or refresh token of this client."""
 
-    client_id: RequiredField
-    client_secret: RequiredField
     token: RequiredField
     token_type_hint: OptionalField = None

@@ -28,9 +28,10 @@ from devicecontrol.controllers.schemas import (
     SerialNumber,
 )
 from devicecontrol.devices.readings.service import joined_controller_log
-from devicecontrol.http.bodies import check_string_fields, read_json_object
+from devicecontrol.http.bodies import read_json_object
+from devicecontrol.http.fields import NO_NUL, decode_body
 from devicecontrol.http.hal import HAL_JSON, controller_path, page_members, self_links
-from devicecontrol.http.openapi import BEARER, NO_NUL, ApiOperation, problems, with_body
+from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
 from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
@@ -142,11 +143,6 @@ def controller_document(detail: service.ControllerView, serial_number: str) -> C
     )
 
 
-def _optional_string(body: dict[str, Any], name: str) -> str | None:
-    check_string_fields(body, (), (name,))
-    return body.get(name)
-
-
 class ControllersController(Controller):
     path = "/controllers"
     tags = ["controllers"]  # noqa: RUF012
@@ -201,12 +197,9 @@ class ControllersController(Controller):
         runtime: NamedDependency[Runtime],
         serial_number: SerialNumber,
     ) -> AssignmentResponse:
-        body = await read_json_object(request)
+        body = decode_body(await read_json_object(request), AssignRequest)
         record = await service.assign_controller(
-            runtime,
-            request.user.user_id,
-            serial_number,
-            claim_code=_optional_string(body, "claim_code"),
+            runtime, request.user.user_id, serial_number, claim_code=body.claim_code
         )
         return assignment_response(record)
 
@@ -223,10 +216,9 @@ class ControllersController(Controller):
         runtime: NamedDependency[Runtime],
         serial_number: SerialNumber,
     ) -> AssignmentResponse:
-        body = await read_json_object(request)
-        check_string_fields(body, ("owner",))
+        body = decode_body(await read_json_object(request), ReassignRequest)
         record = await service.reassign_controller(
-            runtime, request.user.user_id, serial_number, new_owner=body["owner"]
+            runtime, request.user.user_id, serial_number, new_owner=body.owner
         )
         return assignment_response(record)
 

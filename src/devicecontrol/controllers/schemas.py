@@ -11,8 +11,8 @@ from litestar.params import KwargDefinition, PathParameter
 
 from devicecontrol.clock import TIMESTAMP_PATTERN
 from devicecontrol.controllers.identity import SERIAL_NUMBER
+from devicecontrol.http.fields import OptionalField, Refused
 from devicecontrol.http.hal import HalPage, SelfLinks
-from devicecontrol.http.openapi import OptionalField
 from devicecontrol.users.identity import MAX_EMAIL_LENGTH
 
 # documentation only: the service answers a malformed serial number with the usual 404
@@ -130,8 +130,8 @@ class AssignmentPage(HalPage, frozen=True):
     embedded: EmbeddedAssignments = msgspec.field(name="_embedded")
 
 
-# Request bodies, as documented in the OpenAPI document; the handlers read and check them
-# themselves (bodies.read_json_object, bodies.string_field_errors, the services).
+# Request bodies: the OpenAPI document shows them, and the handlers decode the body into
+# them (fields.decode_body); the service checks the rest (an owner's address, a claim code).
 
 
 class AssignRequest(msgspec.Struct, frozen=True):
@@ -146,5 +146,7 @@ class ReassignRequest(msgspec.Struct, frozen=True):
     spaces or control characters, a dot in the domain."""
 
     owner: Annotated[
-        str, msgspec.Meta(max_length=MAX_EMAIL_LENGTH, extra_json_schema={"format": "email"})
+        str,
+        msgspec.Meta(max_length=MAX_EMAIL_LENGTH, extra_json_schema={"format": "email"}),
+        Refused(f"must be an e-mail address of at most {MAX_EMAIL_LENGTH} characters"),
     ]

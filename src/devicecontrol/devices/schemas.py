@@ -14,9 +14,8 @@ from devicecontrol.controllers.schemas import Reading
 from devicecontrol.devices.catalogue import COMMAND_NAME
 from devicecontrol.devices.commands.service import MAX_TTL_S, MIN_TTL_S
 from devicecontrol.devices.commands.status import CommandStatus
-from devicecontrol.http.bodies import Refused
+from devicecontrol.http.fields import NO_NUL, Refused
 from devicecontrol.http.hal import HalPage, SelfLinks
-from devicecontrol.http.openapi import NO_NUL
 
 Timestamp = Annotated[str, msgspec.Meta(pattern=TIMESTAMP_PATTERN)]
 COMMAND_NAME_PATTERN = COMMAND_NAME.pattern

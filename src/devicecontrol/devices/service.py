@@ -23,7 +23,7 @@ from devicecontrol.devices.commands.service import OwnedDevice
 from devicecontrol.devices.readings import service as readings
 from devicecontrol.devices.schemas import CommandRequest
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.bodies import check_string_fields, decode_body
+from devicecontrol.http.fields import check_string_fields, decode_body
 from devicecontrol.http.paging import page_request
 from devicecontrol.runtime import Runtime
 

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, TypeVar, get_args
+from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
 from litestar import Request
 
-from devicecontrol.errors import BadRequest, FieldError, InvalidFields, UnsupportedMediaType
+from devicecontrol.errors import BadRequest, UnsupportedMediaType
 
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
-MAX_FIELD_LENGTH = 1024
-MAX_NAME_SHOWN = 64  # of a repeated or unknown member name, in the error detail
-S = TypeVar("S", bound=msgspec.Struct)
+MAX_NAME_SHOWN = 64  # of a repeated member name, in the error detail
 
 
 def media_type(content_types: list[str]) -> str:
@@ -93,90 +90,3 @@ def body_object(
         return _decode_form(raw)
     accepted = f"{JSON} or {FORM}" if allow_form else JSON
     raise UnsupportedMediaType(f"The request body must be {accepted}.")
-
-
-def check_string_fields(
-    body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> None:
-    """BadRequest naming every bad field (``errors``), or nothing when all are acceptable."""
-    errors = string_field_errors(body, required, optional)
-    if errors:
-        detail = "; ".join(f"{error.field}: {error.message}" for error in errors)
-        raise BadRequest(detail, errors=errors)
-
-
-def string_field_errors(
-    body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> list[FieldError]:
-    """What is wrong with the named string fields: missing, not a string, empty, too long."""
-    errors = []
-    for name in (*required, *optional):
-        value = body.get(name)
-        if value is None:
-            if name in required:
-                errors.append(FieldError(name, "is required"))
-        elif not isinstance(value, str):
-            errors.append(FieldError(name, "must be a string"))
-        elif value == "" and name in required:
-            errors.append(FieldError(name, "must not be empty"))
-        elif len(value) > MAX_FIELD_LENGTH:
-            errors.append(FieldError(name, f"must be at most {MAX_FIELD_LENGTH} characters"))
-        elif "\x00" in value:
-            errors.append(FieldError(name, "must not contain NUL characters"))
-    return errors
-
-
-# ---------------------------------------------------------------------------------------
-# bodies decoded into the Struct that also documents them
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """The API's words for a value a body field's type refuses, written beside the type
-    (``Annotated[..., Refused("must be ...")]``); msgspec and the OpenAPI document ignore it."""
-
-    message: str
-
-
-def decode_body(body: dict[str, Any], struct: type[S]) -> S:
-    """``body`` as ``struct``, converted by msgspec: the Struct's types and constraints are
-    the rules, as documented. Otherwise a 400 naming every refused field."""
-    try:
-        return msgspec.convert(body, struct)
-    except msgspec.ValidationError as refused:
-        errors = field_errors(body, struct) or [FieldError("", str(refused))]
-        raise InvalidFields(errors) from None
-
-
-def field_errors(body: dict[str, Any], struct: type[msgspec.Struct]) -> list[FieldError]:
-    """What msgspec refuses in ``body``, field by field: unknown fields (when the Struct
-    forbids them), then each of its fields in order."""
-    fields = msgspec.structs.fields(struct)
-    errors = []
-    if struct.__struct_config__.forbid_unknown_fields:
-        known = {field.encode_name for field in fields}
-        errors += [
-            FieldError(name[:MAX_NAME_SHOWN], "is not a field of this request")
-            for name in body
-            if name not in known
-        ]
-    for field in fields:
-        value = body.get(field.encode_name)
-        if field.encode_name not in body:
-            if field.required:
-                errors.append(FieldError(field.encode_name, "is required"))
-            continue
-        try:
-            msgspec.convert(value, field.type)
-        except msgspec.ValidationError as refused:
-            message = "is required" if value is None and field.required else None
-            errors.append(FieldError(field.encode_name, message or _words(field.type, refused)))
-    return errors
-
-
-def _words(annotated: Any, refused: msgspec.ValidationError) -> str:
-    """The field's ``Refused`` message, else msgspec's own."""
-    for extra in get_args(annotated)[1:]:
-        if isinstance(extra, Refused):
-            return extra.message
-    return str(refused)

@@ -7,8 +7,8 @@ and their msgspec return types. The handlers declare the rest with the helpers h
 - ``ApiOperation`` / ``TokenOperation`` and ``with_body(...)`` (``operation_class=``): the
   headers those errors carry (``WWW-Authenticate``, ``Retry-After``, the token endpoints'
   no-store pair; ``X-Request-ID`` on every response) and, for handlers that read their
-  body themselves (``bodies.py``), the request body, generated from a msgspec Struct that
-  documents what the handler checks;
+  body themselves (``bodies.py``), the request body, generated from the msgspec Struct
+  that documents it and decodes it (``fields.py``);
 - ``BEARER`` / ``CLIENT_CREDENTIALS`` (``security=``) and ``SECURITY_SCHEMES``.
 
 ``served_document`` is what ``GET /openapi.json`` and ``GET /docs/openapi.json`` answer:
@@ -43,13 +43,11 @@ from litestar.openapi.spec import (
 )
 
 from devicecontrol.errors import PROBLEM_MEDIA_TYPE, REALM, FieldError
-from devicecontrol.http.bodies import FORM, JSON, MAX_FIELD_LENGTH
+from devicecontrol.http.bodies import FORM, JSON
 from devicecontrol.observability.request_log import REQUEST_ID_PATTERN
 
 OPENAPI_JSON = DocumentMediaType.OPENAPI_JSON.value
 BASIC_CHALLENGE = 'Basic realm="devicecontrol"'
-# ECMA-262 and Python agree on this one: any characters but NUL (bodies.string_field_errors)
-NO_NUL = "^[^\x00]*$"
 
 BEARER_SCHEME = "bearerToken"
 CLIENT_BASIC_SCHEME = "clientBasic"
@@ -70,12 +68,6 @@ SECURITY_SCHEMES = {
 BEARER: list[SecurityRequirement] = [{BEARER_SCHEME: []}]
 # the client authenticates with body fields (no security scheme) or with HTTP Basic
 CLIENT_CREDENTIALS: list[SecurityRequirement] = [{CLIENT_BASIC_SCHEME: []}, {}]
-
-# documented forms of what bodies.string_field_errors accepts
-RequiredField = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=MAX_FIELD_LENGTH, pattern=NO_NUL)
-]
-OptionalField = Annotated[str, msgspec.Meta(max_length=MAX_FIELD_LENGTH, pattern=NO_NUL)] | None
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from devicecontrol.database.engine import Writer
 from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.bodies import check_string_fields
+from devicecontrol.http.fields import check_string_fields
 from devicecontrol.runtime import Runtime
 
 MIN_RADIUS_M, MAX_RADIUS_M = 50, 100_000

@@ -17,7 +17,7 @@ from devicecontrol.database.engine import Reader
 from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.bodies import check_string_fields
+from devicecontrol.http.fields import check_string_fields
 from devicecontrol.runtime import Runtime
 
 NO_PROFILE_ZONE = "UTC"  # a user without a country record
