@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,3 +196,28 @@ def running_server(
         yield server
     finally:
         _stop(process)
+
+
+@contextmanager
+def running_servers(
+    database_url: str, workdirs: Sequence[Path], env: Mapping[str, str] | None = None
+) -> Iterator[list[Server]]:
+    """``running_server`` in each of ``workdirs`` (made here) on one database, started side
+    by side, as each start-up costs seconds; all stopped when the block ends.
+
+    None may have logged a traceback by then.
+    """
+    starting = []
+    for workdir in workdirs:
+        workdir.mkdir()
+        starting.append(running_server(database_url, workdir, env=env))
+    with ExitStack() as stack:
+        with ThreadPoolExecutor(max_workers=len(starting)) as pool:
+            futures = [pool.submit(server.__enter__) for server in starting]
+        for server, future in zip(starting, futures, strict=True):
+            if future.exception() is None:
+                stack.push(server)  # stopped by the stack, whatever happens next
+        servers = [future.result() for future in futures]
+        yield servers
+        for server in servers:
+            assert "Traceback" not in server.stderr(), server.stderr()

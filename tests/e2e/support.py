@@ -4,15 +4,16 @@ headers, waiting for devices to report, pointing the published libraries at it).
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import mclimate.async_wrapper
@@ -22,13 +23,16 @@ import melissa.async_wrapper
 import melissa.core
 import melissa.wrapper
 import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from devicecontrol.database.engine import Database
 from devicecontrol.demo import data as demo
 from tests.cli.support import run_cli_in_process
 
 ANA = "ana@example.com"
 
 CliRun = Callable[..., subprocess.CompletedProcess[str]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -206,3 +210,23 @@ def point_the_libraries_at(base_url: str, monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setattr(module, "MELISSA_URL", url)
     for module in (mclimate.core, mclimate.wrapper, mclimate.async_wrapper):
         monkeypatch.setattr(module, "MCLIMATE_URL", url)
+
+
+def in_database(
+    database_url: str,
+    work: Callable[[AsyncConnection], Coroutine[Any, Any, T]],
+    *,
+    writing: bool = True,
+) -> T:
+    """``work`` in one transaction on the server's database (a writing one unless
+    ``writing`` is false), from a synchronous test; its result."""
+
+    async def run() -> T:
+        database = Database(database_url)
+        try:
+            async with database.write() if writing else database.read() as connection:
+                return await work(connection)
+        finally:
+            await database.dispose()
+
+    return asyncio.run(run())

@@ -15,8 +15,7 @@ import os
 import signal
 import ssl
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, Client, bearer_of, controller, log_in, provision
 from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
-from tests.processes import Server, running_server
+from tests.processes import Server, running_servers
 
 pytestmark = POSTGRESQL_ONLY
 
@@ -72,23 +71,12 @@ class Deployment:
 @contextmanager
 def deployed(database_url: str, tmp_path: Path) -> Iterator[Deployment]:
     """Two serve processes and nginx before them; all stopped when the block ends."""
-    with ExitStack() as stack:
-        starting = []
-        for name in ("serve-a", "serve-b"):
-            (tmp_path / name).mkdir()
-            starting.append(running_server(database_url, tmp_path / name, env=BEHIND_NGINX))
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(server.__enter__) for server in starting]
-        for server, future in zip(starting, futures, strict=True):
-            if future.exception() is None:
-                stack.push(server)  # stopped by the stack, whatever happens next
-        servers = [future.result() for future in futures]
+    workdirs = [tmp_path / "serve-a", tmp_path / "serve-b"]
+    with running_servers(database_url, workdirs, BEHIND_NGINX) as servers:
         certificate = make_self_signed_certificate(tmp_path)
         upstreams = [server.base_url.removeprefix("http://") for server in servers]
-        nginx = stack.enter_context(running_nginx(tmp_path / "nginx", upstreams, certificate))
-        yield Deployment(nginx, servers, certificate, upstreams)
-        for server in servers:
-            assert "Traceback" not in server.stderr(), server.stderr()
+        with running_nginx(tmp_path / "nginx", upstreams, certificate) as nginx:
+            yield Deployment(nginx, servers, certificate, upstreams)
 
 
 def serials(http: httpx.Client, headers: dict[str, str]) -> list[str]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -15,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.auth.tokens import digest
 from devicecontrol.clock import utcnow
-from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import (
     access_tokens,
     clients,
@@ -23,27 +20,12 @@ from devicecontrol.database.tables import (
     throttle_failures,
     users,
 )
-from tests.e2e.support import ANA, Client, provision, token_call, tokens
+from tests.e2e.support import ANA, Client, in_database, provision, token_call, tokens
 from tests.processes import Server, free_port, run_cli, running_server
 
 APP = Client("purge-app", "purge-client-secret-0123456789")
 PASSWORD = "purge-password-123"
 PURGE_DEADLINE_S = 15.0
-T = TypeVar("T")
-
-
-def in_database(database_url: str, work: Callable[[AsyncConnection], Coroutine[Any, Any, T]]) -> T:
-    """One transaction on the server's database, from this (synchronous) test."""
-
-    async def run() -> T:
-        database = Database(database_url)
-        try:
-            async with database.write() as connection:
-                return await work(connection)
-        finally:
-            await database.dispose()
-
-    return asyncio.run(run())
 
 
 def stored_digests(database_url: str) -> dict[str, set[str]]:

@@ -10,21 +10,19 @@ when the minute is further off than that. The processes look for it every second
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import schedules
 from tests.conftest import POSTGRESQL_ONLY
-from tests.e2e.support import ANA, Client, bearer_of, plugs, provision
-from tests.processes import running_server
+from tests.e2e.support import ANA, Client, bearer_of, in_database, plugs, provision
+from tests.processes import running_servers
 
 APP, PASSWORD = Client("schedule-app", "schedule-client-secret-01234"), "ana-pw-1234567"
 AHEAD_S = 2
@@ -35,17 +33,11 @@ FIRINGS = re.compile(r'^devicecontrol_schedule_firings_total\{kind="start"\} (\S
 
 
 def move_next_firing(database_url: str, schedule_id: int, to: datetime) -> None:
-    async def run() -> None:
-        database = Database(database_url)
-        try:
-            async with database.write() as connection:
-                await connection.execute(
-                    update(schedules).where(schedules.c.id == schedule_id).values(next_fire_at=to)
-                )
-        finally:
-            await database.dispose()
+    async def move(connection: AsyncConnection) -> None:
+        moved = update(schedules).where(schedules.c.id == schedule_id).values(next_fire_at=to)
+        await connection.execute(moved)
 
-    asyncio.run(run())
+    in_database(database_url, move)
 
 
 def firings(base_url: str) -> float:
@@ -58,13 +50,11 @@ def test_serve_fires_a_schedule_once_within_5_s(
 ) -> None:
     provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
     env = {"DEVICECONTROL_SCHEDULE_CHECK": "1"}
-    with ExitStack() as stack:
-        servers = []
-        for number in range(2):
-            workdir = tmp_path / f"serve-{number}"
-            workdir.mkdir()
-            servers.append(stack.enter_context(running_server(database_url, workdir, env=env)))
-        http = stack.enter_context(httpx.Client(base_url=servers[0].base_url, timeout=10))
+    workdirs = [tmp_path / "serve-0", tmp_path / "serve-1"]
+    with (
+        running_servers(database_url, workdirs, env) as servers,
+        httpx.Client(base_url=servers[0].base_url, timeout=10) as http,
+    ):
         headers = bearer_of(http, APP, ANA, PASSWORD)
         now = datetime.now(UTC)
         next_minute = (now + timedelta(minutes=1)).strftime("%H:%M")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -23,12 +22,22 @@ from pathlib import Path
 
 import httpx
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import controller_assignments, controllers
 from tests.cli.support import run_cli_in_process
-from tests.e2e.support import Client, bearer, controller, log_in, ok, provision, token_call, tokens
-from tests.processes import Server, running_server
+from tests.e2e.support import (
+    Client,
+    bearer,
+    controller,
+    in_database,
+    log_in,
+    ok,
+    provision,
+    token_call,
+    tokens,
+)
+from tests.processes import Server, running_servers
 
 APP = Client("two-procs-app", "two-procs-client-secret-0123456789")
 PASSWORD = "two-procs-password-1"
@@ -67,24 +76,12 @@ def two_servers(
 
     Neither may have logged a traceback by then.
     """
-    starting = []
-    for name in ("server-a", "server-b"):
-        workdir = tmp_path / name
-        workdir.mkdir()
-        starting.append(running_server(database_url, workdir, env=env))
-    with ExitStack() as stack:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(server.__enter__) for server in starting]
-        for server, future in zip(starting, futures, strict=True):
-            if future.exception() is None:
-                stack.push(server)  # stopped by the stack, whatever happens next
-        server_a, server_b = (future.result() for future in futures)
+    workdirs = [tmp_path / "server-a", tmp_path / "server-b"]
+    with running_servers(database_url, workdirs, env) as (server_a, server_b), ExitStack() as stack:
         assert server_a.base_url != server_b.base_url
         a = stack.enter_context(httpx.Client(base_url=server_a.base_url, timeout=HTTP_TIMEOUT_S))
         b = stack.enter_context(httpx.Client(base_url=server_b.base_url, timeout=HTTP_TIMEOUT_S))
         yield Pair(server_a, server_b, a, b)
-        for server in (server_a, server_b):
-            assert "Traceback" not in server.stderr(), server.stderr()
 
 
 # a renewal as JSON, the other body the token endpoints take
@@ -366,33 +363,28 @@ RACED_CONTROLLERS = ["TP-RACE-1", "TP-RACE-2", "TP-RACE-3", "TP-RACE-4"]
 RELEASE_ROUNDS = 6
 
 
-async def _database_state(database_url: str, serial: str) -> tuple[int | None, list[int]]:
-    database = Database(database_url)
-    try:
-        async with database.read() as connection:
-            row = (
-                await connection.execute(
-                    select(controllers.c.id, controllers.c.user_id).where(
-                        controllers.c.serial_number == serial
-                    )
-                )
-            ).one()
-            active = (
-                await connection.execute(
-                    select(controller_assignments.c.user_id).where(
-                        controller_assignments.c.controller_id == row.id,
-                        controller_assignments.c.deleted_at.is_(None),
-                    )
-                )
-            ).scalars()
-            return row.user_id, list(active)
-    finally:
-        await database.dispose()
-
-
 def database_state(database_url: str, serial: str) -> tuple[int | None, list[int]]:
     """The controller's owner and the users of its active records, read from the database."""
-    return asyncio.run(_database_state(database_url, serial))
+
+    async def read(connection: AsyncConnection) -> tuple[int | None, list[int]]:
+        row = (
+            await connection.execute(
+                select(controllers.c.id, controllers.c.user_id).where(
+                    controllers.c.serial_number == serial
+                )
+            )
+        ).one()
+        active = (
+            await connection.execute(
+                select(controller_assignments.c.user_id).where(
+                    controller_assignments.c.controller_id == row.id,
+                    controller_assignments.c.deleted_at.is_(None),
+                )
+            )
+        ).scalars()
+        return row.user_id, list(active)
+
+    return in_database(database_url, read, writing=False)
 
 
 def test_assigns_racing_across_the_processes_leave_one_owner(database_url, tmp_path):
