@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 from sqlalchemy import Row
@@ -32,8 +31,8 @@ from devicecontrol.devices.schemas import (
     ReadingPage,
 )
 from devicecontrol.http.bodies import read_json_object
-from devicecontrol.http.hal import HAL_JSON, api_path, controller_path, page_members, self_links
-from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
+from devicecontrol.http.hal import HAL_JSON, controller_path, created, page_members, self_links
+from devicecontrol.http.openapi import BEARER, ApiOperation, location, problems, with_body
 from devicecontrol.http.paging import PageNumber, PageSize
 from devicecontrol.runtime import Runtime
 
@@ -165,14 +164,7 @@ class DevicesController(Controller):
         media_type=HAL_JSON,
         summary="Send a command",
         operation_class=with_body(ApiOperation, CommandRequest),
-        response_headers=[
-            ResponseHeader(
-                name="Location",
-                description="The new command's path (`/v1/controllers/<sn>/commands/<id>`).",
-                documentation_only=True,
-                required=True,
-            )
-        ],
+        response_headers=location("The new command's path (`/v1/controllers/<sn>/commands/<id>`)."),
         responses=problems(400, 401, 404, 413, 415, 429, 503, descriptions={429: _COMMAND_429}),
     )
     async def create_command(
@@ -187,10 +179,9 @@ class DevicesController(Controller):
         body = await read_json_object(request)
         command = await service.create_command(runtime, device, body, wait=wait)
         shown = command_body(serial_number, command)
-        return Response(
+        return created(
             CommandResponse(command=shown, links=shown.links),
-            status_code=201,
-            headers={"Location": api_path(command_path(serial_number, shown.id))},
+            command_path(serial_number, shown.id),
         )
 
     @get(

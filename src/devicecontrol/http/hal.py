@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import msgspec
+from litestar import Response
 
 from devicecontrol.config import Settings
 from devicecontrol.database.pages import Page, PageRequest
@@ -13,6 +14,7 @@ from devicecontrol.http.paging import size_query
 
 API_PREFIX = "/v1"
 HAL_JSON = "application/hal+json"
+T = TypeVar("T")
 
 
 class Link(msgspec.Struct, omit_defaults=True, frozen=True):
@@ -53,6 +55,13 @@ def api_path(path: str) -> str:
 
 def self_links(path: str) -> SelfLinks:
     return SelfLinks(self=Link(api_path(path)))
+
+
+def created(content: T, path: str | None) -> Response[T]:
+    """201 with ``Location``: the path of what was made, with /v1 (None: nothing was made,
+    and no Location)."""
+    headers = {} if path is None else {"Location": api_path(path)}
+    return Response(content, status_code=201, headers=headers)
 
 
 def controller_path(serial_number: str) -> str:

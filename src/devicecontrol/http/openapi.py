@@ -27,6 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from litestar import Litestar, Request, get
+from litestar.datastructures import ResponseHeader
 from litestar.enums import OpenAPIMediaType as DocumentMediaType
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
@@ -234,6 +235,19 @@ class TokenOperation(ApiOperation):
     challenge: ClassVar[Schema] = Schema(type=OpenAPIType.STRING, const=BASIC_CHALLENGE)
     no_store: ClassVar[bool] = True
     body_media_types: ClassVar[tuple[str, ...]] = (JSON, FORM)
+
+
+def location(description: str, *, required: bool = True) -> list[ResponseHeader]:
+    """The documented ``Location`` of a 201 (``hal.created``); ``description`` says what it
+    is the path of."""
+    return [
+        ResponseHeader(
+            name="Location",
+            description=description,
+            documentation_only=True,
+            required=required,
+        )
+    ]
 
 
 def with_body(

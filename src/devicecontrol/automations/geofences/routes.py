@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, delete, get, patch, post
-from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 from sqlalchemy import Row
@@ -24,8 +23,8 @@ from devicecontrol.automations.geofences.schemas import (
 )
 from devicecontrol.devices.routes import command_body, command_path
 from devicecontrol.http.bodies import read_json_object
-from devicecontrol.http.hal import HAL_JSON, api_path, page_members, self_links
-from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
+from devicecontrol.http.hal import HAL_JSON, created, page_members, self_links
+from devicecontrol.http.openapi import BEARER, ApiOperation, location, problems, with_body
 from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
@@ -72,24 +71,18 @@ def crossing_response(
     geofence_id: str, serial_number: str, crossing: service.Crossing, *, status: int
 ) -> Response[CrossingResponse]:
     command = None if crossing.command is None else command_body(serial_number, crossing.command)
-    headers = {}
-    if command is not None and status == 201:
-        headers["Location"] = api_path(command_path(serial_number, command.id))
-    return Response(
-        CrossingResponse(
-            inside=crossing.inside,
-            command=command,
-            links=self_links(geofence_path(int(geofence_id))),
-        ),
-        status_code=status,
-        headers=headers,
+    content = CrossingResponse(
+        inside=crossing.inside,
+        command=command,
+        links=self_links(geofence_path(int(geofence_id))),
     )
+    if status != 201:
+        return Response(content, status_code=status)
+    return created(content, None if command is None else command_path(serial_number, command.id))
 
 
-_FIRED_LOCATION = ResponseHeader(
-    name="Location",
-    description="The command's path (`/v1/controllers/<sn>/commands/<id>`), when one was made.",
-    documentation_only=True,
+_FIRED_LOCATION = location(
+    "The command's path (`/v1/controllers/<sn>/commands/<id>`), when one was made.",
     required=False,
 )
 
@@ -128,14 +121,7 @@ class GeofencesController(Controller):
         media_type=HAL_JSON,
         summary="Make a geofence",
         operation_class=with_body(ApiOperation, GeofenceRequest),
-        response_headers=[
-            ResponseHeader(
-                name="Location",
-                description="The new geofence's path (`/v1/geofences/<id>`).",
-                documentation_only=True,
-                required=True,
-            )
-        ],
+        response_headers=location("The new geofence's path (`/v1/geofences/<id>`)."),
         responses=problems(400, 401, 404, 413, 415, 503, descriptions={404: _CREATE_404}),
     )
     async def create_geofence(
@@ -143,11 +129,7 @@ class GeofencesController(Controller):
     ) -> Response[GeofenceResponse]:
         body = await read_json_object(request)
         row = await service.create_geofence(runtime, request.user.user_id, body)
-        return Response(
-            geofence_response(row),
-            status_code=201,
-            headers={"Location": api_path(geofence_path(row.id))},
-        )
+        return created(geofence_response(row), geofence_path(row.id))
 
     @get(
         "/{geofence_id:str}",
@@ -234,7 +216,7 @@ class GeofencesController(Controller):
         media_type=HAL_JSON,
         summary="The phone entered: fire the enter command (none if inactive)",
         operation_class=ApiOperation,
-        response_headers=[_FIRED_LOCATION],
+        response_headers=_FIRED_LOCATION,
         responses=problems(401, 404, 429, 503, descriptions={404: _404, 429: _COMMAND_429}),
     )
     async def enter(
@@ -251,7 +233,7 @@ class GeofencesController(Controller):
         media_type=HAL_JSON,
         summary="The phone left: fire the exit command (none if inactive)",
         operation_class=ApiOperation,
-        response_headers=[_FIRED_LOCATION],
+        response_headers=_FIRED_LOCATION,
         responses=problems(401, 404, 429, 503, descriptions={404: _404, 429: _COMMAND_429}),
     )
     async def exit(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, delete, get, patch, post
-from litestar.datastructures import ResponseHeader
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 from sqlalchemy import Row
@@ -23,8 +22,8 @@ from devicecontrol.automations.schedules.schemas import (
 from devicecontrol.clock import format_timestamp
 from devicecontrol.controllers.schemas import SerialNumber
 from devicecontrol.http.bodies import read_json_object
-from devicecontrol.http.hal import HAL_JSON, api_path, page_members, self_links
-from devicecontrol.http.openapi import BEARER, ApiOperation, problems, with_body
+from devicecontrol.http.hal import HAL_JSON, created, page_members, self_links
+from devicecontrol.http.openapi import BEARER, ApiOperation, location, problems, with_body
 from devicecontrol.http.paging import PageNumber, PageSize, page_request
 from devicecontrol.runtime import Runtime
 
@@ -85,14 +84,7 @@ class SchedulesController(Controller):
         media_type=HAL_JSON,
         summary="Make a schedule",
         operation_class=with_body(ApiOperation, ScheduleRequest),
-        response_headers=[
-            ResponseHeader(
-                name="Location",
-                description="The new schedule's path (`/v1/schedules/<sn>/<id>`).",
-                documentation_only=True,
-                required=True,
-            )
-        ],
+        response_headers=location("The new schedule's path (`/v1/schedules/<sn>/<id>`)."),
         responses=problems(400, 401, 404, 413, 415, 503, descriptions={404: _CREATE_404}),
     )
     async def create_schedule(
@@ -100,11 +92,7 @@ class SchedulesController(Controller):
     ) -> Response[ScheduleResponse]:
         body = await read_json_object(request)
         row = await service.create_schedule(runtime, request.user.user_id, body)
-        return Response(
-            schedule_response(row),
-            status_code=201,
-            headers={"Location": api_path(schedule_path(row.serial_number, row.id))},
-        )
+        return created(schedule_response(row), schedule_path(row.serial_number, row.id))
 
     async def _page(
         self,
