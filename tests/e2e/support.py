@@ -44,6 +44,8 @@ class Client:
 
 
 DEMO = Client(demo.DEMO_CLIENT_ID, demo.DEMO_CLIENT_SECRET)  # what ``serve --demo`` adds
+# the app the published clients (``melissa``, ``mclimate``) carry in their code
+LIBRARIES_APP = Client("mclimate", "mclimate_core")
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -24,19 +24,13 @@ from typing import Any
 
 import httpx
 import mclimate
-import mclimate.async_wrapper
-import mclimate.core
 import mclimate.exceptions
-import mclimate.wrapper
 import melissa
-import melissa.async_wrapper
-import melissa.core
 import melissa.exceptions
-import melissa.wrapper
 import pytest
 
 from tests.e2e.support import (
-    Client,
+    LIBRARIES_APP,
     bearer_of,
     controller,
     ok,
@@ -45,7 +39,6 @@ from tests.e2e.support import (
 )
 from tests.processes import running_server
 
-APP = Client("mclimate", "mclimate_core")  # hard-coded in both libraries
 OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
 OTHER, OTHER_PASSWORD = "bob@example.com", "bob-password-123"
 
@@ -110,7 +103,7 @@ GEOFENCES = [
 def make_geofences(base_url: str) -> dict[str, dict[str, Any]]:
     """The owner's geofences, made over HTTP as her app would."""
     with httpx.Client(base_url=base_url, timeout=10) as http:
-        headers = bearer_of(http, APP, OWNER, OWNER_PASSWORD)
+        headers = bearer_of(http, LIBRARIES_APP, OWNER, OWNER_PASSWORD)
         made = {}
         for body in GEOFENCES:
             response = http.post("/v1/geofences", json=body, headers=headers)
@@ -128,7 +121,7 @@ def deployment(
     seconds)."""
     provisioned = provision(
         module_database_url,
-        client=APP,
+        client=LIBRARIES_APP,
         users={OWNER: OWNER_PASSWORD, OTHER: OTHER_PASSWORD},
         controllers=[device.row() for device in [*HERS, *NOT_HERS]],
     )
@@ -198,7 +191,7 @@ def test_clients_create_registers_the_libraries_short_secret_with_one_warning(
     warnings = created.stderr.splitlines()
     assert len(warnings) == 1, created.stderr
     assert warnings[0].startswith("Warning: the secret of mclimate is shorter than 16")
-    assert f"client_secret: {APP.secret}" in created.stdout.splitlines()
+    assert f"client_secret: {LIBRARIES_APP.secret}" in created.stdout.splitlines()
 
 
 @pytest.mark.parametrize("library", SYNC_CLASSES, ids=lambda c: c.__name__)

@@ -16,13 +16,7 @@ from typing import Any
 
 import httpx
 import mclimate
-import mclimate.async_wrapper
-import mclimate.core
-import mclimate.wrapper
 import melissa
-import melissa.async_wrapper
-import melissa.core
-import melissa.wrapper
 import pytest
 
 from devicecontrol.devices.simulator import (
@@ -32,7 +26,7 @@ from devicecontrol.devices.simulator import (
     stop_tasks,
 )
 from tests.e2e.support import (
-    Client,
+    LIBRARIES_APP,
     bearer_of,
     controller,
     point_the_libraries_at,
@@ -41,7 +35,6 @@ from tests.e2e.support import (
 )
 from tests.processes import free_port, running_server
 
-APP = Client("mclimate", "mclimate_core")  # hard-coded in both libraries
 OWNER, PASSWORD = "ana@example.com", "ana-password-123"
 MELISSA = DeviceCredentials("MEL-1", "mel-1-device-secret-0123", "melissa")
 PLUG = DeviceCredentials("PLUG-1", "plug-1-device-secret-0123", "smart_plug")
@@ -104,7 +97,7 @@ def wait_until_reported(base_url: str) -> None:
     with httpx.Client(base_url=base_url, timeout=10) as http:
         for username, password in ((OWNER, PASSWORD), (HA_USER, HA_PASSWORD)):
             serials = [d.serial_number for d in DEVICES if owner_of(d) == username]
-            headers = bearer_of(http, APP, username, password)
+            headers = bearer_of(http, LIBRARIES_APP, username, password)
             wait_until_reporting(http, headers, serials, deadline)
 
 
@@ -114,7 +107,7 @@ def deployment(
 ) -> Iterator[Deployment]:
     provision(
         module_database_url,
-        client=APP,
+        client=LIBRARIES_APP,
         users={OWNER: PASSWORD, HA_USER: HA_PASSWORD},
         controllers=[
             controller(device.serial_number, f"AABBCC00000{number}", device.type,
