@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import logging
 import os
 import subprocess
@@ -156,6 +158,12 @@ def _service_loggers() -> list[logging.Logger]:
 
 def assert_succeeded(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def csv_column(result: subprocess.CompletedProcess[str], column: str) -> list[str]:
+    """One column of what a ``--format csv`` command that succeeded printed, in its order."""
+    assert_succeeded(result)
+    return [row[column] for row in csv.DictReader(io.StringIO(result.stdout))]
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 import pytest
 
 from devicecontrol.database.tables import controllers
 from devicecontrol.users.service import disable_user
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows
+from tests.cli.support import assert_one_line_error, assert_succeeded, cli, csv_column, rows
 from tests.factories import make_controller, make_user
 
 # serial: (type, owner, online); registered in this order
@@ -35,11 +33,6 @@ async def register_fleet(runtime) -> None:
                               owner=owner, online=online, claim_code=code)  # fmt: skip
 
 
-def listed_serials(result) -> list[str]:
-    assert_succeeded(result)
-    return [row["serial_number"] for row in csv.DictReader(io.StringIO(result.stdout))]
-
-
 FILTERS = {
     "no filter": ([], list(FLEET)),
     "owner": (["--owner", "ana@example.com"], ["A-1", "A-2"]),
@@ -61,7 +54,7 @@ async def test_each_filter_narrows_the_list_in_registration_order(
 ):
     await register_fleet(runtime)
     result = await cli("controllers", "list", *args, "--format", "csv", database_url=database_url)
-    assert listed_serials(result) == expected
+    assert csv_column(result, "serial_number") == expected
     assert result.stderr == ""
 
 
@@ -91,7 +84,7 @@ async def test_a_disabled_owners_controllers_are_still_listed_by_owner(database_
     await disable_user(runtime, "ben@example.com")
     result = await cli("controllers", "list", "--owner", "ben@example.com", "--format", "csv",
                        database_url=database_url)  # fmt: skip
-    assert listed_serials(result) == ["B-1"]
+    assert csv_column(result, "serial_number") == ["B-1"]
 
 
 async def test_limit_shows_the_first_rows_and_says_how_many_more_match(database_url, runtime):
@@ -105,7 +98,7 @@ async def test_limit_shows_the_first_rows_and_says_how_many_more_match(database_
     )
     as_csv = await cli("controllers", "list", "--limit", "3", "--format", "csv",
                        database_url=database_url)  # fmt: skip
-    assert listed_serials(as_csv) == ["A-1", "A-2", "B-1"]
+    assert csv_column(as_csv, "serial_number") == ["A-1", "A-2", "B-1"]
     assert as_csv.stderr.strip() == table.stdout.splitlines()[-1]  # scripts parse stdout
     everything = await cli("controllers", "list", "--limit", "8", database_url=database_url)
     assert "more" not in everything.stdout

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 
@@ -11,7 +9,7 @@ import pytest
 
 from devicecontrol.database.tables import users
 from devicecontrol.users.service import disable_user
-from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows
+from tests.cli.support import assert_one_line_error, assert_succeeded, cli, csv_column, rows
 from tests.factories import make_controller, make_user
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
@@ -31,11 +29,6 @@ async def register_accounts(runtime) -> None:
     await disable_user(runtime, "carl@example.com")
     await make_controller(runtime, "ANA-1", owner="ana@example.com")
     await make_controller(runtime, "ANA-2", owner="ana@example.com")
-
-
-def listed_emails(result) -> list[str]:
-    assert_succeeded(result)
-    return [row["email"] for row in csv.DictReader(io.StringIO(result.stdout))]
 
 
 FILTERS = {
@@ -59,7 +52,7 @@ async def test_each_filter_narrows_the_users_in_creation_order(
 ):
     await register_accounts(runtime)
     result = await cli("users", "list", *args, "--format", "csv", database_url=database_url)
-    assert listed_emails(result) == expected
+    assert csv_column(result, "email") == expected
     assert result.stderr == ""
 
 

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from devicecontrol.database.engine import Database
 from devicecontrol.demo import data as demo
-from tests.cli.support import run_cli_in_process
+from tests.cli.support import assert_succeeded, run_cli_in_process
 
 ANA = "ana@example.com"
 
@@ -50,7 +50,7 @@ LIBRARIES_APP = Client("mclimate", "mclimate_core")
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     """The command's result, once it is known to have succeeded."""
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert_succeeded(result)
     return result
 
 
