@@ -13,12 +13,14 @@ from typing import Any
 import msgspec
 from sqlalchemy import select
 
+from devicecontrol.automations.geofences.schemas import FlagField
 from devicecontrol.database.engine import Writer
 from devicecontrol.database.tables import controllers, users
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands.service import OwnedDevice
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
 from devicecontrol.errors import FieldError, InvalidFields
+from devicecontrol.http.fields import field_value
 
 MAX_FIELDS_TEXT = 4096  # a command's fields as JSON text, as a device's payload is bounded
 _ID = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits, no leading zero
@@ -55,14 +57,11 @@ def command_fields(body: dict[str, Any], field: str, errors: list[FieldError]) -
 
 
 def flag(body: dict[str, Any], field: str, default: bool, errors: list[FieldError]) -> bool:
-    """A 0/1 field (``true``/``false`` too); absent or null: ``default``."""
-    value = body.get(field)
-    if value is None:
+    """A ``FlagField``: 0/1 (``true``/``false`` too); absent or null: ``default``."""
+    if body.get(field) is None:
         return default
-    if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
-        return bool(value)
-    errors.append(FieldError(field, "must be 0 or 1"))
-    return default
+    value = field_value(body, field, FlagField, errors)
+    return default if value is None else bool(value)
 
 
 def checked_command(

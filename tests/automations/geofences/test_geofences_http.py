@@ -206,6 +206,11 @@ async def test_location_needs_coordinates_in_range(client, ana):
     assert_problem(await client.post(path, json={"latitude": 91, "longitude": 0}, headers=ana),
                    400, "latitude")  # fmt: skip
     assert_problem(await client.post(path, json={"latitude": 1}, headers=ana), 400, "longitude")
+    both = await client.post(path, json={"latitude": True, "longitude": "2"}, headers=ana)
+    assert assert_problem(both, 400)["errors"] == [
+        {"field": "latitude", "message": "must be a number from -90 to 90"},
+        {"field": "longitude", "message": "must be a number from -180 to 180"},
+    ]
 
 
 async def test_enter_and_exit_fire_directly_with_201(client, ana, runtime):

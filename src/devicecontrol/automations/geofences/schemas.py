@@ -8,9 +8,11 @@ import msgspec
 
 from devicecontrol.controllers.identity import SERIAL_NUMBER
 from devicecontrol.devices.schemas import COMMAND_NAME_PATTERN, CommandBody
+from devicecontrol.http.fields import Refused
 from devicecontrol.http.hal import HalPage, SelfLinks
 
 Flag = Annotated[int, msgspec.Meta(ge=0, le=1)]
+MIN_RADIUS_M, MAX_RADIUS_M = 50, 100_000
 
 
 class GeofenceBody(msgspec.Struct, frozen=True):
@@ -55,12 +57,20 @@ class CrossingResponse(msgspec.Struct, frozen=True):
     links: SelfLinks = msgspec.field(name="_links")
 
 
-# Request bodies, as documented; the handlers read them themselves and the service checks
-# them. Fields not listed are ignored (apps send whole geofences back).
+# Request bodies, as documented. Fields not listed are ignored (apps send whole geofences
+# back). The service decodes LocationRequest, and checks a geofence's place and flags as
+# these types (fields.field_value); the rest it checks by hand: the controller first (its
+# 404), the commands against the catalogue, and a change merged with the stored geofence.
 
-Latitude = Annotated[float, msgspec.Meta(ge=-90, le=90)]
-Longitude = Annotated[float, msgspec.Meta(ge=-180, le=180)]
-Radius = Annotated[int, msgspec.Meta(ge=50, le=100_000, description="Metres.")]
+Latitude = Annotated[float, msgspec.Meta(ge=-90, le=90), Refused("must be a number from -90 to 90")]
+Longitude = Annotated[
+    float, msgspec.Meta(ge=-180, le=180), Refused("must be a number from -180 to 180")
+]
+Radius = Annotated[
+    int,
+    msgspec.Meta(ge=MIN_RADIUS_M, le=MAX_RADIUS_M, description="Metres."),
+    Refused(f"must be whole metres, {MIN_RADIUS_M} to {MAX_RADIUS_M}"),
+]
 CommandName = Annotated[str, msgspec.Meta(pattern=COMMAND_NAME_PATTERN)]
 CommandFields = Annotated[
     dict[str, Any] | str,
@@ -69,7 +79,10 @@ CommandFields = Annotated[
         "shows it), checked against the controller type's catalogue."
     ),
 ]
-FlagField = Annotated[int, msgspec.Meta(ge=0, le=1, description="0 or 1.")] | bool
+FlagField = (
+    Annotated[int, msgspec.Meta(ge=0, le=1, description="0 or 1."), Refused("must be 0 or 1")]
+    | bool
+)
 
 
 class GeofenceRequest(msgspec.Struct, frozen=True):

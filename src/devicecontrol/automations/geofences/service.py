@@ -15,15 +15,16 @@ from sqlalchemy import Row
 
 from devicecontrol.automations import shared as automations
 from devicecontrol.automations.geofences import repository
+from devicecontrol.automations.geofences.schemas import Latitude, LocationRequest, Longitude, Radius
 from devicecontrol.clock import utcnow
 from devicecontrol.database.engine import Writer
 from devicecontrol.database.pages import Page, PageRequest
+from devicecontrol.devices.catalogue import integral
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.fields import check_string_fields
+from devicecontrol.http.fields import check_string_fields, decode_body, field_value
 from devicecontrol.runtime import Runtime
 
-MIN_RADIUS_M, MAX_RADIUS_M = 50, 100_000
 HYSTERESIS = 0.1  # of the radius: the phone must be this far past the fence to cross it
 EARTH_RADIUS_M = 6_371_008.8  # the mean radius (IUGG)
 COMMAND_FIELDS = ("enter_command_name", "exit_command_name")
@@ -63,39 +64,18 @@ async def get_geofence(runtime: Runtime, user_id: int, geofence_id: str) -> Row[
     raise _not_found(geofence_id)
 
 
-def _number(
-    body: dict[str, Any], field: str, low: float, high: float, errors: list[FieldError]
-) -> Any:
-    value = body.get(field)
-    # an int is compared as it is: a 400-digit one would overflow math.isfinite
-    infinite = isinstance(value, float) and not math.isfinite(value)
-    if isinstance(value, bool) or not isinstance(value, int | float) or infinite:
-        errors.append(FieldError(field, f"is required, a number from {low:g} to {high:g}"))
-    elif not low <= value <= high:
-        errors.append(FieldError(field, f"must be from {low:g} to {high:g}"))
-    return value
-
-
-def _radius(body: dict[str, Any], errors: list[FieldError]) -> Any:
-    value = body.get("radius")
-    whole = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if isinstance(value, float) and value.is_integer():
-        whole = int(value)
-    if whole is None or not MIN_RADIUS_M <= whole <= MAX_RADIUS_M:
-        errors.append(
-            FieldError("radius", f"must be whole metres, {MIN_RADIUS_M} to {MAX_RADIUS_M}")
-        )
-    return whole
-
-
 def _values(device_type: str, body: dict[str, Any]) -> dict[str, Any]:
     """Every column a geofence is written with, from a complete body; 400 naming each bad
-    field."""
+    field. The place's fields are the documented types (``schemas``); a radius may be sent
+    as an integral number (``100.0``)."""
     errors: list[FieldError] = []
+    radius = integral(body.get("radius"))
+    if radius is not None:
+        body = {**body, "radius": radius}
     values: dict[str, Any] = {
-        "latitude": _number(body, "latitude", -90, 90, errors),
-        "longitude": _number(body, "longitude", -180, 180, errors),
-        "radius": _radius(body, errors),
+        "latitude": field_value(body, "latitude", Latitude, errors),
+        "longitude": field_value(body, "longitude", Longitude, errors),
+        "radius": field_value(body, "radius", Radius, errors),
     }
     for side in ("enter", "exit"):
         name, fields = f"{side}_command_name", f"{side}_command_fields"
@@ -191,12 +171,8 @@ def inside_after(was: bool | None, distance: float, radius: float) -> bool:
 async def report_location(runtime: Runtime, row: Row[Any], body: dict[str, Any]) -> Crossing:
     """The phone's position: on a crossing (not the first report) the enter or exit
     command is made, if the geofence is active."""
-    errors: list[FieldError] = []
-    latitude = _number(body, "latitude", -90, 90, errors)
-    longitude = _number(body, "longitude", -180, 180, errors)
-    if errors:
-        raise InvalidFields(errors)
-    distance = distance_m(row.latitude, row.longitude, latitude, longitude)
+    place = decode_body(body, LocationRequest)
+    distance = distance_m(row.latitude, row.longitude, place.latitude, place.longitude)
     inside = inside_after(row.inside, distance, row.radius)
     return await _move(runtime, row, inside, direct=False)
 
