@@ -99,6 +99,17 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+INVALID_TOKEN = 'Bearer realm="devicecontrol", error="invalid_token"'
+
+
+async def me_status(client: AsyncTestClient, access_token: str) -> int:
+    """GET /v1/users/me's status with this token; a 401 must say the token is invalid."""
+    response = await client.get("/v1/users/me", headers=bearer(access_token))
+    if response.status_code == 401:
+        assert response.headers["www-authenticate"] == INVALID_TOKEN
+    return response.status_code
+
+
 async def logged_in_user(
     runtime: Runtime, client: AsyncTestClient, email: str = "ana@example.com"
 ) -> tuple[int, dict[str, str]]:

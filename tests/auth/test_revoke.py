@@ -26,11 +26,10 @@ from tests.auth.oauth import (
     sha256_hex,
 )
 from tests.cli.support import snapshot
-from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, make_client
+from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, make_client, me_status
 
 REVOKE_FIELDS = ("client_id", "client_secret", "token")
 OTHER_ID, OTHER_SECRET = "other-app", "other-secret-0123456789"
-INVALID_TOKEN = 'Bearer realm="devicecontrol", error="invalid_token"'
 BASIC_CHALLENGE = 'Basic realm="devicecontrol"'
 
 
@@ -66,13 +65,6 @@ async def renewed_access_token(
     response = await post_renew(client, refresh_token, **overrides)
     assert response.status_code == 200, response.text
     return response.json()["auth"]["access_token"]
-
-
-async def me_status(client: AsyncTestClient, access_token: str) -> int:
-    response = await client.get("/v1/users/me", headers=bearer(access_token))
-    if response.status_code == 401:
-        assert response.headers["www-authenticate"] == INVALID_TOKEN
-    return response.status_code
 
 
 async def row_by_digest(runtime, table, token: str) -> Any:

@@ -21,7 +21,7 @@ from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
 from devicecontrol.database.tables import access_tokens
 from tests.auth.oauth import account, post_login
-from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer
+from tests.factories import CLIENT_ID, CLIENT_SECRET, me_status
 
 SHORT_TTL_MS = 300
 
@@ -44,10 +44,6 @@ async def access_token(client: AsyncTestClient) -> str:
     response = await post_login(client)
     assert response.status_code == 200, response.text
     return response.json()["auth"]["access_token"]
-
-
-async def me_status(client: AsyncTestClient, token: str) -> int:
-    return (await client.get("/v1/users/me", headers=bearer(token))).status_code
 
 
 async def revoke_out_of_band(runtime) -> None:

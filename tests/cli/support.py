@@ -15,6 +15,7 @@ import csv
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -164,6 +165,11 @@ def csv_column(result: subprocess.CompletedProcess[str], column: str) -> list[st
     """One column of what a ``--format csv`` command that succeeded printed, in its order."""
     assert_succeeded(result)
     return [row[column] for row in csv.DictReader(io.StringIO(result.stdout))]
+
+
+def reported_lines(stderr: str) -> list[int]:
+    """The CSV lines an import reported on stderr (``line N: ...``), in their order."""
+    return [int(n) for n in re.findall(r"^line (\d+): ", stderr, flags=re.MULTILINE)]
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:

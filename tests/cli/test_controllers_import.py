@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from devicecontrol.controllers.identity import claim_code_digest
@@ -14,6 +12,7 @@ from tests.cli.support import (
     assert_succeeded,
     cli,
     connects,
+    reported_lines,
     rows,
     snapshot,
 )
@@ -50,10 +49,6 @@ def write_csv(tmp_path, text: str, name: str = "controllers.csv") -> str:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return str(path)
-
-
-def reported_lines(stderr: str) -> list[int]:
-    return [int(n) for n in re.findall(r"^line (\d+): ", stderr, flags=re.MULTILINE)]
 
 
 async def test_controllers_import_registers_every_column_whatever_their_order(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pty
-import re
 import select
 import subprocess
 import time
@@ -12,16 +11,12 @@ import time
 from devicecontrol.controllers.provisioning import IMPORT_BATCH_ROWS
 from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.users.service import disable_user
-from tests.cli.support import assert_succeeded, cli, rows, snapshot
+from tests.cli.support import assert_succeeded, cli, reported_lines, rows, snapshot
 from tests.factories import make_controller, make_user
 from tests.processes import DEVICECONTROL, child_environment
 
 ROWS = 2 * IMPORT_BATCH_ROWS + 200  # three batches
 OWNERS = ("ana@example.com", "ben@example.com")
-
-
-def reported_lines(stderr: str) -> list[int]:
-    return [int(n) for n in re.findall(r"^line (\d+): ", stderr, flags=re.MULTILINE)]
 
 
 def serial(index: int) -> str:

@@ -36,7 +36,7 @@ from tests.cli.support import (
     rows,
     snapshot,
 )
-from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, login, make_controller
+from tests.factories import CLIENT_ID, CLIENT_SECRET, login, make_controller, me_status
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -175,10 +175,6 @@ def purged(access: int, refresh: int, throttle: int, readings: int = 0, expired:
         f"Purged {access} access tokens, {refresh} refresh tokens, {throttle} throttle records "
         f"and {readings} readings; stored expired for {expired} overdue commands.\n"
     )
-
-
-async def me_status(client: Any, access_token: str) -> int:
-    return (await client.get("/v1/users/me", headers=bearer(access_token))).status_code
 
 
 # --- the command line -------------------------------------------------------------------
