@@ -25,6 +25,7 @@ from devicecontrol.devices.schemas import CommandRequest
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
 from devicecontrol.http.fields import check_string_fields, decode_body
 from devicecontrol.http.paging import page_request
+from devicecontrol.http.parameters import whole_number
 from devicecontrol.runtime import Runtime
 
 # Home Assistant's Melissa climate entity reads these four from ``command_log`` as the air
@@ -34,8 +35,6 @@ from devicecontrol.runtime import Runtime
 NO_SETTINGS_YET = {"state": 0, "mode": 0, "temp": 20, "fan": 0}
 MAX_WAIT_S = 30
 PROVIDER_FIELDS = ("serial_number", "command")
-# ASCII digits only: ``\d`` would take other scripts' digits too
-_DIGITS = re.compile(r"[0-9]+")
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 # commands.create_command makes 24 lowercase hex digits; the column holds 32
 COMMAND_ID = re.compile(r"[0-9a-f]{1,32}")
@@ -92,11 +91,11 @@ async def provider_fetch(runtime: Runtime, user_id: int, body: dict[str, Any]) -
 
 def wait_seconds(text: str | None) -> int:
     """``?wait=``: whole seconds, 0 to 30 (absent: 0)."""
-    if text is None:
-        return 0
-    if not _DIGITS.fullmatch(text) or len(text.lstrip("0")) > 2 or int(text) > MAX_WAIT_S:
-        raise InvalidField("wait", f"must be whole seconds, 0 to {MAX_WAIT_S}")
-    return int(text)
+    problem = f"must be whole seconds, 0 to {MAX_WAIT_S}"
+    seconds = whole_number(text, "wait", problem, MAX_WAIT_S)
+    if seconds is not None and seconds > MAX_WAIT_S:
+        raise InvalidField("wait", problem)
+    return seconds or 0
 
 
 def _native_request(body: dict[str, Any]) -> CommandRequest:

@@ -3,7 +3,6 @@ every paged endpoint."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from litestar.params import QueryParameter
@@ -11,10 +10,8 @@ from litestar.params import QueryParameter
 from devicecontrol.config import Settings
 from devicecontrol.database.pages import PageRequest
 from devicecontrol.errors import InvalidField
+from devicecontrol.http.parameters import whole_number
 
-# a page number or size as query text: ASCII digits only, so "2.0", "1e3", "+1", " 1", "0x10"
-# and other scripts' digits are not numbers (int() would take some of them)
-_DIGITS = re.compile(r"[0-9]+")
 # the largest page: what a signed 64-bit integer holds, in any client and any database
 MAX_PAGE = 2**63 - 1
 
@@ -36,17 +33,6 @@ PageNumber = Annotated[
 PageSize = Annotated[str | None, QueryParameter()]
 
 
-def _number(text: int | str | None, field: str, problem: str, maximum: int) -> int | None:
-    """The query text as an int (None when absent); anything but digits is ``problem``."""
-    if text is None or isinstance(text, int):
-        return text
-    if not _DIGITS.fullmatch(text):
-        raise InvalidField(field, problem)
-    digits = text.lstrip("0")
-    # more digits than the maximum has is out of range without converting them
-    return maximum + 1 if len(digits) > len(str(maximum)) else int(digits or "0")
-
-
 def page_request(
     settings: Settings, page: int | str | None, page_size: int | str | None
 ) -> PageRequest:
@@ -57,8 +43,8 @@ def page_request(
     """
     page_problem = f"must be an integer between 1 and {MAX_PAGE}"
     size_problem = f"must be an integer between 1 and {settings.max_page_size}"
-    number = _number(page, "page", page_problem, MAX_PAGE)
-    size = _number(page_size, "page_size", size_problem, settings.max_page_size)
+    number = whole_number(page, "page", page_problem, MAX_PAGE)
+    size = whole_number(page_size, "page_size", size_problem, settings.max_page_size)
     number = 1 if number is None else number
     size = settings.default_page_size if size is None else size
     if not 1 <= number <= MAX_PAGE:
