@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol.database.engine import Database
 from devicecontrol.demo import data as demo
 from tests.cli.support import assert_succeeded, run_cli_in_process
+from tests.factories import bearer
 
 ANA = "ana@example.com"
 
@@ -169,10 +170,6 @@ def tokens(http: httpx.Client, client: Client, username: str, password: str) -> 
     response = log_in(http, client, username, password)
     assert response.status_code == 200, response.text
     return response.json()["auth"]
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def bearer_of(http: httpx.Client, client: Client, username: str, password: str) -> dict[str, str]:

@@ -37,13 +37,13 @@ from tests.e2e.support import (
     token_call,
     tokens,
 )
+from tests.factories import INVALID_TOKEN
 from tests.processes import Server, running_servers
 
 APP = Client("two-procs-app", "two-procs-client-secret-0123456789")
 PASSWORD = "two-procs-password-1"
 NEW_PASSWORD = "two-procs-password-2"
 HTTP_TIMEOUT_S = 15  # every request of this file is bounded; a local answer takes ms
-INVALID_TOKEN = 'Bearer realm="devicecontrol", error="invalid_token"'
 
 
 ANA_AND_BOB = dict.fromkeys(["ana@example.com", "bob@example.com"], PASSWORD)
