@@ -19,7 +19,7 @@ from devicecontrol.database.tables import controllers, users
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands.service import OwnedDevice
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
-from devicecontrol.errors import FieldError, InvalidFields
+from devicecontrol.errors import FieldError, InvalidField, InvalidFields
 from devicecontrol.http.fields import field_value
 
 MAX_FIELDS_TEXT = 4096  # a command's fields as JSON text, as a device's payload is bounded
@@ -86,6 +86,12 @@ def checked_command(
             errors.append(FieldError(named[:128], error.message))
         return "{}"
     return _encode(params).decode()
+
+
+def keeps_its_controller(body: dict[str, Any], serial_number: str, kind: str) -> None:
+    """A change may name the automation's controller, but not another one."""
+    if "controller_id" in body and body["controller_id"] != serial_number:
+        raise InvalidField("controller_id", f"cannot change; make a new {kind}")
 
 
 def stored_fields(stored: str | None) -> dict[str, Any]:

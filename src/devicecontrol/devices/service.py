@@ -46,10 +46,14 @@ async def device_of(runtime: Runtime, user_id: int, serial_number: str) -> Owned
     return await commands.owned_device(runtime, user_id, serial_number)
 
 
-async def _device_named_in(runtime: Runtime, user_id: int, body: dict[str, Any]) -> OwnedDevice:
-    """``/provider/*`` name the controller in the body: that one field is checked first."""
-    check_string_fields(body, ("serial_number",))
-    return await commands.owned_device(runtime, user_id, body["serial_number"])
+async def device_named_in(
+    runtime: Runtime, user_id: int, body: dict[str, Any], field: str = "serial_number"
+) -> OwnedDevice:
+    """The caller's controller a body names by its serial number (``/provider/*``; an
+    automation's ``controller_id``): that one field is checked first, then the usual 404,
+    before the rest of the body."""
+    check_string_fields(body, (field,))
+    return await commands.owned_device(runtime, user_id, body[field])
 
 
 # --- the original API: /provider/send and /provider/fetch ---------------------------------
@@ -58,7 +62,7 @@ async def _device_named_in(runtime: Runtime, user_id: int, body: dict[str, Any])
 async def provider_send(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row[Any]:
     """Make the command the body names; wait up to SEND_WAIT_MS for a connected device's
     result. Fields the command does not take are ignored (Home Assistant sends them)."""
-    device = await _device_named_in(runtime, user_id, body)
+    device = await device_named_in(runtime, user_id, body)
     check_string_fields(body, ("command",))
     command = await commands.create_command(
         runtime,

@@ -19,10 +19,11 @@ from devicecontrol.automations.geofences.schemas import Latitude, LocationReques
 from devicecontrol.clock import utcnow
 from devicecontrol.database.engine import Writer
 from devicecontrol.database.pages import Page, PageRequest
+from devicecontrol.devices import service as devices
 from devicecontrol.devices.catalogue import integral
 from devicecontrol.devices.commands import service as commands
-from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.fields import check_string_fields, decode_body, field_value
+from devicecontrol.errors import FieldError, InvalidFields, NotFound
+from devicecontrol.http.fields import decode_body, field_value
 from devicecontrol.runtime import Runtime
 
 HYSTERESIS = 0.1  # of the radius: the phone must be this far past the fence to cross it
@@ -93,8 +94,7 @@ def _values(device_type: str, body: dict[str, Any]) -> dict[str, Any]:
 
 async def create_geofence(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row[Any]:
     """A geofence of the caller's controller (``controller_id``, its serial number)."""
-    check_string_fields(body, ("controller_id",))
-    device = await commands.owned_device(runtime, user_id, body["controller_id"])
+    device = await devices.device_named_in(runtime, user_id, body, "controller_id")
     values = _values(device.type, body)
     async with runtime.database.write() as connection:
         new_id = await repository.insert_geofence(
@@ -130,8 +130,7 @@ def _as_body(row: Row[Any]) -> dict[str, Any]:
 async def update_geofence(runtime: Runtime, row: Row[Any], body: dict[str, Any]) -> Row[Any]:
     """Change what the body names of the geofence ``get_geofence`` read; the result is
     checked whole (a new command name with the stored fields). The controller stays."""
-    if "controller_id" in body and body["controller_id"] != row.serial_number:
-        raise InvalidField("controller_id", "cannot change; make a new geofence")
+    automations.keeps_its_controller(body, row.serial_number, "geofence")
     changed = {name: value for name, value in body.items() if value is not None}
     values = _values(row.controller_type, {**_as_body(row), **changed})
     async with runtime.database.write() as connection:

@@ -15,9 +15,9 @@ from devicecontrol.automations.schedules import repository, timing
 from devicecontrol.clock import utcnow
 from devicecontrol.database.engine import Reader
 from devicecontrol.database.pages import Page, PageRequest
+from devicecontrol.devices import service as devices
 from devicecontrol.devices.commands import service as commands
-from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
-from devicecontrol.http.fields import check_string_fields
+from devicecontrol.errors import FieldError, InvalidFields, NotFound
 from devicecontrol.runtime import Runtime
 
 NO_PROFILE_ZONE = "UTC"  # a user without a country record
@@ -149,8 +149,7 @@ async def _default_zone(connection: Reader, user_id: int) -> str:
 
 async def create_schedule(runtime: Runtime, user_id: int, body: dict[str, Any]) -> Row[Any]:
     """A schedule of the caller's controller (``controller_id``, its serial number)."""
-    check_string_fields(body, ("controller_id",))
-    device = await commands.owned_device(runtime, user_id, body["controller_id"])
+    device = await devices.device_named_in(runtime, user_id, body, "controller_id")
     default_zone = NO_PROFILE_ZONE
     if body.get("time_zone") is None:
         async with runtime.database.read() as connection:
@@ -189,8 +188,7 @@ async def update_schedule(runtime: Runtime, row: Row[Any], body: dict[str, Any])
     """Change what the body names of the schedule ``get_schedule`` read (``to_time`` and
     ``end_command_name`` may be set to null); checked whole; the next firing is worked out
     again from now."""
-    if "controller_id" in body and body["controller_id"] != row.serial_number:
-        raise InvalidField("controller_id", "cannot change; make a new schedule")
+    automations.keeps_its_controller(body, row.serial_number, "schedule")
     nullable = ("to_time", "end_command_name", "end_command_fields")
     changed = {k: v for k, v in body.items() if v is not None or k in nullable}
     if changed.get("end_command_name") is None and "end_command_name" in changed:
