@@ -250,7 +250,8 @@ NON_STRINGS: dict[str, Any] = {
 
 
 def _field_problem(value: Any, *, required: bool) -> bool:
-    """True when ``bodies.string_field_errors`` refuses the value (a 400 naming the field)."""
+    """True when ``fields.RequiredField`` (``OptionalField``) refuses the value (a 400 naming
+    the field)."""
     if value is None:
         return required
     if not isinstance(value, str):
