@@ -26,7 +26,7 @@ from devicecontrol.devices import repository
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands import lifecycle
 from devicecontrol.devices.commands import status as command_status
-from devicecontrol.errors import InvalidField, NotFound, TooManyRequests
+from devicecontrol.errors import NotFound, TooManyRequests
 from devicecontrol.notifications import COMMAND_MADE, Change
 from devicecontrol.runtime import Runtime
 
@@ -83,14 +83,6 @@ async def _owned(
     if not with_reading or row.reading_payload is None:
         return device, None
     return device, LatestReading(row.reading_assignment_id, row.reading_payload)
-
-
-def check_ttl(ttl: Any, default_s: int) -> int:
-    if ttl is None:
-        return default_s
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not MIN_TTL_S <= ttl <= MAX_TTL_S:
-        raise InvalidField("ttl", f"must be whole seconds, {MIN_TTL_S} to {MAX_TTL_S}")
-    return ttl
 
 
 async def create_command(
