@@ -16,7 +16,7 @@ method, a percent-encoded path or query, a repeated parameter or header, a body 
 limit) and every error a read raises (a
 bad token, someone else's controller, a bad page number, a database outage) goes to
 Litestar untouched, body included, which then gives the answer it always gave through
-the one error mapping (``errors.py``). A client that accepts gzip gets its answer through
+the one error mapping (``http/problems.py``). A client that accepts gzip gets its answer through
 Litestar's own compression (the middleware's send wrapper). So there is one place for each
 rule and one for each error, and the request log and metrics (``RequestObserver``, outside
 both) see the same route template and caller either way. tests/test_hot_reads.py checks that both

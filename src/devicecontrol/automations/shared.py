@@ -2,7 +2,7 @@
 and the owner's controller as it stands inside the transaction that fires a command.
 
 Both store a command (name and fields) checked against the controller type's catalogue
-when written, and make it later as an ordinary command (``devices/commands.py``).
+when written, and make it later as an ordinary command (``devices/commands/service.py``).
 """
 
 from __future__ import annotations

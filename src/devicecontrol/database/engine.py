@@ -18,7 +18,7 @@ more than that). On PostgreSQL that saves the BEGIN and COMMIT round trips. On S
 reads run on the event loop's own thread too: an indexed read of a local WAL database
 takes microseconds and never waits for a writer.
 
-On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``errors.py``) rather
+On PostgreSQL every wait is bounded, so that an outage is a quick 503 (``http/problems.py``) rather
 than a hung request, and the pool heals by itself when the server returns: see
 "Database outages" in docs/DESIGN.md. The driver's own socket errors and timeouts come out
 as ``DatabaseUnreachable``, so that no other ``OSError`` passes for an outage.

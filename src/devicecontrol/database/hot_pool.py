@@ -1,6 +1,6 @@
 """PostgreSQL's hot statements on asyncpg's own pool: one round trip per statement.
 
-The read engine (``db.py``) pings every connection it hands out, so that a server restart
+The read engine (``engine.py``) pings every connection it hands out, so that a server restart
 between requests costs no request an error: a round trip before each query. A hot read
 (``prepared.Prepared``) instead runs on a connection of this pool, with no ping and no
 reset round trip on its return, as one Bind/Execute/Sync on a statement asyncpg prepared

@@ -8,7 +8,7 @@ own bind and result processors (SQLite's text timestamps, for one), and runs on 
 driver's connection: sqlite3 and asyncpg both keep prepared statements per connection
 (sqlite3's statement cache, asyncpg's), so nothing is parsed twice either.
 
-Readers (``db.py``) run a ``Prepared`` that way; a write transaction (a ``db.Writer``)
+Readers (``engine.py``) run a ``Prepared`` that way; a write transaction (an ``engine.Writer``)
 runs its SQLAlchemy statement as usual, through ``execute`` below.
 """
 

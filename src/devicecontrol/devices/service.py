@@ -2,8 +2,8 @@
 
 Ownership comes first: someone else's controller and an unknown one get the same 404
 before anything else in the request is looked at. Then the request's own fields (the
-body, ``wait``, ``since``/``until``, paging) are checked here, and ``commands.py`` and
-``readings.py`` do the rest.
+body, ``wait``, ``since``/``until``, paging) are checked here, and ``commands/service.py`` and
+``readings/service.py`` do the rest.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def healthz() -> bytes:
 async def readyz(runtime: NamedDependency[Runtime]) -> bytes:
     """One round trip to the database; when it fails, the app's outage answer (503) holds.
 
-    The query's error goes to the app's one mapping (errors.py): an outage is 503
+    The query's error goes to the app's one mapping (http/problems.py): an outage is 503
     problem+json with Retry-After, as on every other endpoint.
     """
     async with runtime.database.read() as connection:

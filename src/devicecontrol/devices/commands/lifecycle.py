@@ -1,6 +1,6 @@
 """The command lifecycle (contract §9): every status change in the service goes through
 ``transition`` (or the two bulk moves below), which applies the table of
-``command_status.py`` in the UPDATE itself and counts the move in the metrics.
+``status.py`` in the UPDATE itself and counts the move in the metrics.
 """
 
 from __future__ import annotations
