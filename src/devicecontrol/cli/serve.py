@@ -19,7 +19,7 @@ from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
 from devicecontrol.demo import data as demo_data
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.devices.link.process import LinkProcess
+from devicecontrol.devices.link.supervisor import LinkProcess
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.observability.metrics import shared_metrics_directory
 from devicecontrol.runtime import Runtime

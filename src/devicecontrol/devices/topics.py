@@ -7,10 +7,18 @@ service publishes its commands. Any other topic, wildcard filters included, is r
 
 from __future__ import annotations
 
-STATE = "state"
-RESULT = "result"
+from enum import StrEnum
+
+
+class MessageKind(StrEnum):
+    """What a device's publication is: a reading, or a command's result."""
+
+    STATE = "state"
+    RESULT = "result"
+
+
 # what a device's publication is, by the last part of its topic
-_PUBLICATIONS = {"state": STATE, "commands/result": RESULT}
+_PUBLICATIONS = {"state": MessageKind.STATE, "commands/result": MessageKind.RESULT}
 
 
 def commands_topic(serial_number: str) -> str:
@@ -31,8 +39,8 @@ def result_topic(serial_number: str) -> str:
     return f"devices/{serial_number}/commands/result"
 
 
-def publication_kind(serial_number: str, topic: str) -> str | None:
-    """``STATE`` or ``RESULT`` for the device's own publication topics; None: refused."""
+def publication_kind(serial_number: str, topic: str) -> MessageKind | None:
+    """What the device's publication on ``topic`` is; None: not one of its own topics."""
     prefix = f"devices/{serial_number}/"
     if not topic.startswith(prefix):
         return None

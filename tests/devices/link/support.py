@@ -32,8 +32,8 @@ from devicecontrol.clock import utcnow
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices import identity, repository
 from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.core import DeviceLink
-from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from tests.factories import make_controller, make_user
 

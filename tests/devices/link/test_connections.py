@@ -12,8 +12,8 @@ from sqlalchemy import update
 from devicecontrol.config import ThrottleRule
 from devicecontrol.database.tables import controllers
 from devicecontrol.devices import identity
+from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     SECRET,

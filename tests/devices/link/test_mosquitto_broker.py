@@ -22,11 +22,11 @@ from sqlalchemy import select, update
 from devicecontrol.config import MqttUrl, Settings
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker, _Message, _Session
 from devicecontrol.devices.link.mosquitto.log import NOTICE as N
-from devicecontrol.devices.link.process import build_link
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     RawDevice,

@@ -11,8 +11,8 @@ import subprocess
 import aiomqtt
 import pytest
 
+from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.devices.link.process import build_link
 from devicecontrol.observability.logs import link_logging_config
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import SECRET, eventually, is_online, provision

@@ -1,13 +1,15 @@
 """The device link's core: the service's side of the devices' broker (contract §9).
 
-The broker speaks MQTT; the link applies the rules: who is connected (``online``), what
-their messages become (readings and results, through ``ingest.py``), which commands they
-get and when (``outbox.py``), and whose secret changed. Which broker serves the devices
-is an adapter behind ``ports.Broker``, chosen by the composition root (``process.py``):
-the service's own device endpoint (``endpoint/``, the default) or a client of Mosquitto
-(``mosquitto/``, ``DEVICECONTROL_MQTT_URL``). Either reports to the ``ports.Link`` calls
-implemented here, so the rules are written once. The link runs in one process, whatever
-the number of HTTP workers.
+The broker speaks MQTT; the link applies the rules: who is connected (``online``,
+``registry.py``), what their messages become (the topic rule and the rate here, then
+readings and results through ``ingest.py``), which commands they get and when
+(``outbox.py``, after the subscribe filter here), and whose secret changed
+(``rotation.py``). Which broker serves the devices is an adapter behind ``ports.Broker``,
+chosen by the composition root (``compose.py``): the service's own device endpoint
+(``endpoint/``, the default) or a client of Mosquitto (``mosquitto/``,
+``DEVICECONTROL_MQTT_URL``). Either calls the faces of ``ports.py`` implemented here, so
+the rules are written once. The link runs in one process, whatever the number of HTTP
+workers.
 """
 
 from __future__ import annotations
@@ -15,18 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Mapping
 
-from devicecontrol.clock import utcnow
 from devicecontrol.devices import identity, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.device_log import DeviceEventLog
 from devicecontrol.devices.link.ingest import Ingest
-from devicecontrol.devices.link.limits import MAX_PAYLOAD_BYTES, MessageRate, drop
+from devicecontrol.devices.link.limits import MessageRate, drop
 from devicecontrol.devices.link.mailbox import Mailbox
 from devicecontrol.devices.link.outbox import Outbox
 from devicecontrol.devices.link.ports import Broker, DeviceConnection, LinkError, Stored
+from devicecontrol.devices.link.registry import Connections, log_connection
+from devicecontrol.devices.link.rotation import RotationWatch
+from devicecontrol.devices.topics import MessageKind
 from devicecontrol.notifications import COMMAND_MADE, Change
 from devicecontrol.observability.logs import emit
 from devicecontrol.observability.metrics import (
@@ -38,10 +41,7 @@ from devicecontrol.runtime import Runtime
 
 __all__ = ["DeviceConnection", "DeviceLink", "LinkError"]
 
-WATCH_S = 1.0  # a rotated secret closes its connection this soon
-# each check reads the secrets changed since a minute before the last one: a rotation
-# stamped by a clock up to that much behind the link's is still seen
-ROTATION_LOOKBACK = timedelta(minutes=1)
+FORGET_IDLE_S = 1.0  # how often what idle devices left behind (rate buckets) is dropped
 # CONNECTs proved at once: PostgreSQL's read pool holds 5 connections, and a burst (every
 # device after a restart) must queue here, not time out on the pool and be refused
 PROVING_AT_ONCE = 4
@@ -49,24 +49,15 @@ STOP_WAIT_S = 5.0
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
-def _log(event: str, connection: DeviceConnection) -> None:
-    fields = {"event": event, "serial_number": connection.identity.serial_number,
-              "client_address": connection.address}  # fmt: skip
-    emit(logger, logging.INFO, fields)
-
-
 class DeviceLink:
-    """The ``ports.Link`` that brokers call; it needs a ``ports.Broker`` of them."""
+    """What brokers call (``ports.ProvingLink`` and ``ports.TrustingLink``); it needs a
+    ``ports.Broker`` of them."""
 
     def __init__(self, runtime: Runtime, make_broker: Callable[[DeviceLink], Broker]) -> None:
-        """The link with the broker ``make_broker`` builds for it (``process.build_link``)."""
+        """The link with the broker ``make_broker`` builds for it (``compose.build_link``)."""
         self.runtime = runtime
-        self._connections: dict[str, DeviceConnection] = {}  # the current one per serial
-        self._by_controller: dict[int, DeviceConnection] = {}  # the same, by controller id
-        self._live: set[DeviceConnection] = set()  # not ended yet, taken-over ones included
+        self._connections = Connections()
         self._tasks: list[asyncio.Task[None]] = []
-        self._failing: set[str] = set()  # periodic tasks failing now (logged once)
-        self._secrets_checked_at = utcnow()  # the secrets rotated before are not in use
         self._proving = asyncio.Semaphore(PROVING_AT_ONCE)
         self.rate = MessageRate(runtime.settings.device_message_rate)
         self.mailbox = Mailbox()
@@ -77,14 +68,13 @@ class DeviceLink:
             self.broker,
             self.mailbox,
             connections=self._connections,
-            connection_of_controller=self._by_controller.get,
-            failed=self._failed,
-            recovered=self._failing.discard,
+            connection_of_controller=self._connections.of_controller,
         )
         self.ingest = Ingest(runtime, self.outbox.round_trips)
+        self.rotations = RotationWatch(runtime, self.broker, self._connections)
 
     @property
-    def connections(self) -> dict[str, DeviceConnection]:
+    def connections(self) -> Mapping[str, DeviceConnection]:
         """The current connection of each connected device, by serial number."""
         return self._connections
 
@@ -95,6 +85,8 @@ class DeviceLink:
         assert port is not None, "this link's broker does not listen here"
         return port
 
+    # --- start and stop -------------------------------------------------------------------
+
     async def start(self) -> None:
         """Start the broker (``LinkError`` with a one-line reason if it cannot be); it sets
         who is online first (``reset_online`` or ``adopt_online``)."""
@@ -104,8 +96,10 @@ class DeviceLink:
         self._tasks = [
             asyncio.create_task(self.ingest.run(), name="link: ingest"),
             asyncio.create_task(self.outbox.sweep(), name="link: command sweep"),
-            asyncio.create_task(self._watch(), name="link: secrets"),
+            asyncio.create_task(self._forget_idle(), name="link: idle state"),
         ]
+        if not self.broker.checks_secrets:
+            self._tasks.append(asyncio.create_task(self.rotations.run(), name="link: secrets"))
         DEVICES_CONNECTED.set(len(self._connections))
         emit(logger, logging.INFO, {"event": "device_link_started", **self.broker.where})
 
@@ -120,7 +114,7 @@ class DeviceLink:
         await asyncio.gather(*others, return_exceptions=True)
         await self.broker.shutdown()
         if not self.broker.devices_outlive_link:
-            ends = [connection.ended.wait() for connection in self._live]
+            ends = [connection.ended.wait() for connection in self._connections.live]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
         await self.mailbox.drained()
@@ -144,11 +138,7 @@ class DeviceLink:
         broker's record of the time the link was away is gone)."""
         await self.mailbox.drained()
         await self.ingest.presence_written()  # no online or offline of before lands after
-        for connection in self._connections.values():
-            connection.ended.set()
-            self._live.discard(connection)
         self._connections.clear()
-        self._by_controller.clear()
         async with self.runtime.database.write() as database:
             await repository.set_everyone_offline(database)
         DEVICES_CONNECTED.set(0)
@@ -201,30 +191,19 @@ class DeviceLink:
     ) -> tuple[DeviceConnection, DeviceConnection | None]:
         """A proved device's new connection becomes its current one; returns it and the
         one it takes over (which then ends without taking the device offline)."""
-        connection = DeviceConnection(device, address)
-        previous = self._connections.get(device.serial_number)
-        self._connections[device.serial_number] = connection
-        self._by_controller[device.controller_id] = connection
-        self._live.add(connection)
-        return connection, previous
+        return self._connections.claim(device, address)
 
     def connection_started(self, connection: DeviceConnection) -> None:
-        device = connection.identity
         DEVICES_CONNECTED.set(len(self._connections))
-        _log("device_connected", connection)
-        self.ingest.presence(device.controller_id, online=True)
+        log_connection("device_connected", connection)
+        self.ingest.presence(connection.identity.controller_id, online=True)
 
     def connection_ended(self, connection: DeviceConnection) -> None:
-        connection.ended.set()
-        self._live.discard(connection)
-        device = connection.identity
-        if self._connections.get(device.serial_number) is not connection:
+        if not self._connections.end(connection):
             return  # taken over: the device is still online
-        del self._connections[device.serial_number]
-        self._by_controller.pop(device.controller_id, None)
         DEVICES_CONNECTED.set(len(self._connections))
-        _log("device_disconnected", connection)
-        self.ingest.presence(device.controller_id, online=False)
+        log_connection("device_disconnected", connection)
+        self.ingest.presence(connection.identity.controller_id, online=False)
 
     def connection_refused(self, reason: str, address: str) -> None:
         DEVICE_CONNECTIONS_CLOSED.labels(reason).inc()
@@ -232,39 +211,44 @@ class DeviceLink:
 
     # --- subscriptions and messages (called by the broker) ------------------------------
 
-    def subscribed(self, serial_number: str, topic: str) -> None:
+    def subscribed(self, serial_number: str, topic_filter: str) -> bool:
+        """The subscribe filter: a device may subscribe to its own commands topic only,
+        spelled out; granted, its commands flow (``outbox.py``)."""
+        granted = topics.may_subscribe(serial_number, topic_filter)
         connection = self._connections.get(serial_number)
-        if connection is not None and topics.may_subscribe(serial_number, topic):
+        if granted and connection is not None:
             connection.subscribed = True
             self.outbox.subscribed(connection)
+        return granted
 
-    def unsubscribed(self, serial_number: str, topic: str) -> None:
+    def unsubscribed(self, serial_number: str, topic_filter: str) -> bool:
+        commands = topics.may_subscribe(serial_number, topic_filter)
         connection = self._connections.get(serial_number)
-        if connection is not None and topics.may_subscribe(serial_number, topic):
+        if commands and connection is not None:
             connection.subscribed = False
+        return commands
 
-    def publication_refused(self, serial_number: str) -> None:
-        drop("forbidden_topic")
-
-    def publication(
-        self, serial_number: str, topic: str, payload: bytes, *, redelivery: bool = False
-    ) -> Stored | None:
-        """A device's message on one of its topics, queued for the database behind the
-        earlier ones: the future is done once it is stored (the PUBACK may go then), None
-        when it was dropped at once (and counted)."""
-        connection = self._connections.get(serial_number)
+    def publication_kind(self, serial_number: str, topic: str) -> MessageKind | None:
+        """The topic rule: a device publishes to its own ``state`` and ``commands/result``
+        only; anything else is dropped and counted (``forbidden_topic``)."""
         kind = topics.publication_kind(serial_number, topic)
-        if connection is None:
-            return None
         if kind is None:
             drop("forbidden_topic")
+        return kind
+
+    def publication(
+        self, serial_number: str, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+    ) -> Stored | None:
+        """A device's message, queued for the database behind the earlier ones: the future
+        is done once it is stored (the PUBACK may go then), None when it was dropped at
+        once (and counted). Past the rate it is dropped here; what the payload may be
+        (size, JSON) is the readings' rule, applied as it is queued (``ingest.py``)."""
+        connection = self._connections.get(serial_number)
+        if connection is None:
             return None
         DEVICE_MESSAGES.labels(kind).inc()
         if not self.rate.allow(serial_number):
             drop("rate_limited")
-            return None
-        if len(payload) > MAX_PAYLOAD_BYTES:  # not even queued
-            drop("too_large")
             return None
         return self.ingest.put(connection.identity, kind, payload, redelivery=redelivery)
 
@@ -277,37 +261,9 @@ class DeviceLink:
         if change.kind == COMMAND_MADE:
             self.outbox.command_made(change.controller_id)
 
-    def _failed(self, what: str) -> None:
-        """Log a failing periodic task once per outage, not every time it runs."""
-        if what not in self._failing:
-            logger.warning("the device link cannot %s", what, exc_info=True)
-        self._failing.add(what)
-
-    async def _watch(self) -> None:
-        """Every second: close connections whose secret was rotated; forget idle state."""
+    async def _forget_idle(self) -> None:
+        """Every second: drop what idle devices and finished commands left behind."""
         while True:
-            await asyncio.sleep(WATCH_S)
+            await asyncio.sleep(FORGET_IDLE_S)
             self.rate.forget_full()
-            self.outbox.round_trips.forget_expired()
-            if self.broker.checks_secrets:
-                continue
-            try:
-                await self._close_rotated()
-                self._failing.discard("check device secrets")
-            except Exception:
-                self._failed("check device secrets")
-
-    async def _close_rotated(self) -> None:
-        """Close the connections made with a secret rotated since (a minute before) the
-        last check: one indexed read of the few secrets changed lately, however many
-        devices are connected (reading all of theirs would stop the loop for tens of ms)."""
-        now = utcnow()
-        since = self._secrets_checked_at - ROTATION_LOOKBACK
-        async with self.runtime.database.read() as database:
-            changed = await repository.secrets_changed_since(database, since)
-        self._secrets_checked_at = now
-        for serial_number, digest in changed.items():
-            connection = self._connections.get(serial_number)
-            if connection is not None and connection.identity.secret_digest != digest:
-                _log("device_secret_changed", connection)
-                await self.broker.close_connection(connection)
+            self.outbox.forget_expired()

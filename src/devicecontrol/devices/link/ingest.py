@@ -19,24 +19,26 @@ the metrics (``devicecontrol_device_ingest_failing``).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 from devicecontrol.clock import utcnow
 from devicecontrol.database.engine import Writer
-from devicecontrol.devices import repository, topics
+from devicecontrol.devices import repository
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.limits import drop
+from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.outbox import RoundTrips
 from devicecontrol.devices.readings import repository as readings_repository
 from devicecontrol.devices.readings import service as readings
 from devicecontrol.devices.readings.repository import ArrivedReading
 from devicecontrol.devices.readings.service import RejectedPayload
+from devicecontrol.devices.topics import MessageKind
 from devicecontrol.notifications import COMMAND_FINISHED, Change
 from devicecontrol.observability.metrics import DEVICE_INGEST_FAILING, DEVICE_INGEST_QUEUED
 from devicecontrol.runtime import Runtime
@@ -52,17 +54,19 @@ GATHER_ENOUGH = 100
 RETRY_S = 0.5  # after a failed transaction
 # a redelivery (DUP) equal to one of its device's newest readings was stored already
 REDELIVERY_LOOKBACK = 20
-logger = logging.getLogger("devicecontrol.devices.link")
+# a result's JSON object, as the codec decodes it
+ResultObject = dict[str, Any]
+Content = TypeVar("Content", str, ResultObject)
 
 
 @dataclass(slots=True)
-class Arrival:
-    """One accepted message, waiting for the database."""
+class Arrival(Generic[Content]):
+    """One accepted message, waiting for the database: a reading's stored JSON (str), or
+    a result's object."""
 
     device: DeviceIdentity
-    kind: str  # topics.STATE or topics.RESULT
-    content: Any  # a reading's stored JSON (str), or a result's object (dict)
-    arrived_at: Any
+    content: Content
+    arrived_at: datetime
     stored: asyncio.Future[None]
     redelivery: bool  # the PUBLISH's DUP flag: it may have been stored before a crash
 
@@ -71,15 +75,19 @@ class Ingest:
     def __init__(self, runtime: Runtime, round_trips: RoundTrips) -> None:
         self.runtime = runtime
         self.round_trips = round_trips
-        self._readings: deque[Arrival] = deque()
-        self._results: deque[Arrival] = deque()
+        self._readings: deque[Arrival[str]] = deque()
+        self._results: deque[Arrival[ResultObject]] = deque()
         self._arrived_result = asyncio.Event()  # the results' writer has something to do
         self._arrived_reading = asyncio.Event()  # the readings' writer has
         self._room = asyncio.Event()  # the queue is below its capacity
         self._room.set()
         self._idle = asyncio.Event()  # nothing queued, nothing being written
         self._idle.set()
-        self._failing = False
+        self._outage = Outage(
+            "the device link cannot store device messages; holding them (and the devices) "
+            "back until it can",
+            ended="the device link stores device messages again",
+        )
         # controller id -> (online, since when): the latest word on each, not yet written
         self._presence: dict[int, tuple[bool, datetime]] = {}
         self._presence_written = asyncio.Event()  # nothing of it waits to be written
@@ -95,27 +103,31 @@ class Ingest:
         return len(self._readings) + len(self._results)
 
     def put(
-        self, device: DeviceIdentity, kind: str, payload: bytes, *, redelivery: bool = False
+        self,
+        device: DeviceIdentity,
+        kind: MessageKind,
+        payload: bytes,
+        *,
+        redelivery: bool = False,
     ) -> asyncio.Future[None]:
-        """Queue a message; the future is done once it is stored, or at once if a rule
-        drops it (dropped and counted: acknowledging it loses nothing it was owed)."""
+        """Queue a message; the future is done once it is stored, or at once if a rule of
+        the readings' drops it (size, JSON: dropped and counted, and acknowledging it loses
+        nothing it was owed)."""
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            if kind == topics.STATE:
-                content: Any = readings.storable_reading(payload).decode("utf-8")
-            else:
-                content = readings.parse_object(payload)
+            match kind:
+                case MessageKind.STATE:
+                    reading = readings.storable_reading(payload).decode("utf-8")
+                    self._readings.append(Arrival(device, reading, utcnow(), stored, redelivery))
+                    self._arrived_reading.set()
+                case MessageKind.RESULT:
+                    result = readings.parse_object(payload)
+                    self._results.append(Arrival(device, result, utcnow(), stored, redelivery))
+                    self._arrived_result.set()
         except RejectedPayload as rejected:
-            drop(str(rejected))
+            drop(rejected.reason)
             stored.set_result(None)
             return stored
-        arrival = Arrival(device, kind, content, utcnow(), stored, redelivery)
-        if kind == topics.STATE:
-            self._readings.append(arrival)
-            self._arrived_reading.set()
-        else:
-            self._results.append(arrival)
-            self._arrived_result.set()
         DEVICE_INGEST_QUEUED.set(self._queued())
         self._idle.clear()
         return stored
@@ -149,7 +161,7 @@ class Ingest:
                 self._arrived_result.clear()
                 await self._arrived_result.wait()
                 continue
-            await self._attempt(self._store_result, self._results[0])
+            await self._attempt(partial(self._store_result, self._results[0]))
 
     async def _write_readings(self) -> None:
         while True:
@@ -164,18 +176,17 @@ class Ingest:
             if self._readings:
                 await self._attempt(self._store_readings)
 
-    async def _attempt(self, store: Callable[..., Awaitable[None]], *args: Any) -> bool:
+    async def _attempt(self, store: Callable[[], Awaitable[None]]) -> bool:
         """One transaction; on failure what it held stays queued, tried again after
         ``RETRY_S`` (False)."""
         try:
-            await store(*args)
+            await store()
         except Exception:
-            self._failed()
+            self._outage.failed()
+            DEVICE_INGEST_FAILING.set(1)
             await asyncio.sleep(RETRY_S)
             return False
-        if self._failing:
-            logger.warning("the device link stores device messages again")
-            self._failing = False
+        if self._outage.recovered():
             DEVICE_INGEST_FAILING.set(0)
         self._check_idle()
         return True
@@ -207,7 +218,7 @@ class Ingest:
         for _ in group:  # committed: acknowledged, in arrival order
             self._acknowledge(self._readings.popleft())
 
-    async def _store_result(self, head: Arrival) -> None:
+    async def _store_result(self, head: Arrival[ResultObject]) -> None:
         outcome = await commands.record_result(
             self.runtime, head.device.controller_id, head.content
         )
@@ -219,25 +230,17 @@ class Ingest:
             await self.runtime.changes.announce(finished)  # wakes ?wait and /send
         self._acknowledge(self._results.popleft())
 
-    def _acknowledge(self, arrival: Arrival) -> None:
+    def _acknowledge(self, arrival: Arrival[str] | Arrival[ResultObject]) -> None:
         if not arrival.stored.done():
             arrival.stored.set_result(None)
         DEVICE_INGEST_QUEUED.set(self._queued())
         if self._queued() < CAPACITY:
             self._room.set()
 
-    def _failed(self) -> None:
-        if not self._failing:  # once per outage, not once per batch
-            logger.warning(
-                "the device link cannot store device messages; holding them (and the "
-                "devices) back until it can",
-                exc_info=True,
-            )
-        self._failing = True
-        DEVICE_INGEST_FAILING.set(1)
 
-
-async def _without_stored_redeliveries(connection: Writer, group: list[Arrival]) -> list[Arrival]:
+async def _without_stored_redeliveries(
+    connection: Writer, group: list[Arrival[str]]
+) -> list[Arrival[str]]:
     """The group less the redeliveries already stored: a DUP reading equal to one of its
     device's newest stored ones is the same message, whose PUBACK a crash lost (results
     need no such check: a finished command never changes)."""

@@ -1,15 +1,15 @@
-"""What a device may send (contract §9, Limits): its message rate and payload size; what is
-not taken is counted by reason, never queued.
+"""What a device may send (contract §9, Limits): its message rate; what is not taken is
+counted by reason, never queued. What a payload may be (at most 4 KiB of JSON) is the
+readings' rule (``devices/readings/service.py``), applied as a message is queued.
 """
 
 from __future__ import annotations
 
 from devicecontrol.clock import monotonic
 from devicecontrol.config import ThrottleRule
-from devicecontrol.devices.readings.service import MAX_PAYLOAD_BYTES
 from devicecontrol.observability.metrics import DEVICE_MESSAGES_DROPPED
 
-__all__ = ["MAX_PAYLOAD_BYTES", "MessageRate", "drop"]
+__all__ = ["MessageRate", "drop"]
 
 
 def drop(reason: str) -> None:

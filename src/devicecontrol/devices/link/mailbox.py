@@ -9,12 +9,12 @@ commit), never here: a device's message rate is bounded before that (``limits.py
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from devicecontrol.devices.link.outage import Outage
+
 Job = Callable[[], Awaitable[None]]
-logger = logging.getLogger("devicecontrol.devices.link")
 
 
 class Mailbox:
@@ -23,7 +23,10 @@ class Mailbox:
     def __init__(self) -> None:
         self._jobs: dict[str, deque[Job]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._failing = False
+        # one failed job (a database outage) must not end the others: said once per outage
+        self._outage = Outage(
+            "the device link's work fails", ended="the device link's work succeeds again"
+        )
 
     def put(self, serial_number: str, job: Job) -> None:
         self._jobs.setdefault(serial_number, deque()).append(job)
@@ -37,14 +40,10 @@ class Mailbox:
             job = jobs.popleft()
             try:
                 await job()
-            except Exception:  # one failed job (a database outage) must not end the others
-                if not self._failing:  # once per outage, not once per message
-                    logger.warning("the device link's work fails", exc_info=True)
-                self._failing = True
+            except Exception:
+                self._outage.failed()
             else:
-                if self._failing:
-                    logger.warning("the device link's work succeeds again")
-                self._failing = False
+                self._outage.recovered()
         # no await since the last check: nothing was put in between
         del self._jobs[serial_number], self._tasks[serial_number]
 

@@ -1,7 +1,7 @@
 """Commands to connected devices (contract §9, Commands): every rule of delivery, here.
 
 - **In order, one delivery at a time per device.** A delivery is a job in the device's
-  mailbox; while one waits or runs, a command made meanwhile sets ``again`` and is
+  mailbox; while one waits or runs, a command made meanwhile is noted (``_again``) and
   delivered once it is done, never beside it.
 - **Sent first, published after.** A command is marked ``sent`` only if still queued and
   unexpired (one conditional UPDATE), then published: one that expired or finished
@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
 from functools import partial
-from typing import Any, Final, Literal
+from typing import Any
 
 from sqlalchemy import Row
 
@@ -31,16 +32,22 @@ from devicecontrol.devices import repository, topics
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.mailbox import Mailbox
+from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import Broker, DeviceConnection
 from devicecontrol.observability.metrics import COMMAND_ROUND_TRIP
 from devicecontrol.runtime import Runtime
 
-# what a delivery sends, besides rows the sweep already read: everything deliverable (sent
-# ones without a result included: a subscription), or the commands still queued (an
-# announcement of a new one)
-ALL_DELIVERABLE: Final = "all deliverable"
-STILL_QUEUED: Final = "still queued"
-Deliveries = Sequence[Row[Any]] | Literal["all deliverable", "still queued"]
+
+class ToRead(Enum):
+    """Which commands a delivery reads when it runs: everything deliverable (``sent`` ones
+    without a result included: a subscription), or those still queued (a new one)."""
+
+    ALL_DELIVERABLE = "all deliverable"
+    STILL_QUEUED = "still queued"
+
+
+# what a delivery sends: rows the sweep already read, or which ones to read then
+Deliveries = Sequence[Row[Any]] | ToRead
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
@@ -80,8 +87,6 @@ class Outbox:
         *,
         connections: Mapping[str, DeviceConnection],
         connection_of_controller: Callable[[int], DeviceConnection | None],
-        failed: Callable[[str], None],
-        recovered: Callable[[str], None],
     ) -> None:
         self.runtime = runtime
         self.broker = broker
@@ -89,14 +94,15 @@ class Outbox:
         self.round_trips = RoundTrips()
         self._connections = connections
         self._connection_of_controller = connection_of_controller
-        self._failed = failed
-        self._recovered = recovered
+        self._reading = Outage("the device link cannot read new commands")
+        self._delivering: set[DeviceConnection] = set()  # a delivery waits or runs
+        self._again: set[DeviceConnection] = set()  # a command was made meanwhile
         self._undelivered: set[str] = set()  # serials whose delivery failed half-way
         self._started = False  # broker_ready has run once
 
     def subscribed(self, connection: DeviceConnection) -> None:
         """A device (re)subscribed to its commands: everything deliverable goes."""
-        self._deliver(connection, ALL_DELIVERABLE)
+        self._deliver(connection, ToRead.ALL_DELIVERABLE)
 
     def command_made(self, controller_id: int) -> None:
         """A command was made (by any process): deliver it now to its connected device."""
@@ -105,10 +111,10 @@ class Outbox:
         connection = self._connection_of_controller(controller_id)
         if connection is None:
             return
-        if connection.delivering:
-            connection.again = True
+        if connection in self._delivering:
+            self._again.add(connection)
         elif connection.subscribed:
-            self._deliver(connection, STILL_QUEUED)
+            self._deliver(connection, ToRead.STILL_QUEUED)
 
     def broker_ready(self) -> None:
         """The broker is (back) in reach: deliveries that failed on the way out are made
@@ -117,11 +123,15 @@ class Outbox:
         serials = sorted(self._connections) if first else sorted(self._undelivered)
         for serial_number in serials:
             connection = self._connections.get(serial_number)
-            if connection is not None and connection.delivering:
-                connection.again = True
+            if connection is not None and connection in self._delivering:
+                self._again.add(connection)
             elif connection is not None and connection.subscribed:
-                self._deliver(connection, ALL_DELIVERABLE)
+                self._deliver(connection, ToRead.ALL_DELIVERABLE)
         self._undelivered.clear()
+
+    def forget_expired(self) -> None:
+        """Forget the round trips of commands that expired without a result."""
+        self.round_trips.forget_expired()
 
     async def sweep(self) -> None:
         """The safety sweep: commands an announcement lost, found in the table every
@@ -131,7 +141,7 @@ class Outbox:
             waiting = {
                 c.identity.controller_id: c
                 for c in self._connections.values()
-                if c.subscribed and not c.delivering
+                if c.subscribed and c not in self._delivering
             }
             if not waiting or not self.broker.ready:
                 continue
@@ -139,9 +149,9 @@ class Outbox:
                 async with self.runtime.database.read() as connection:
                     rows = await repository.queued_commands_of(connection, list(waiting), utcnow())
             except Exception:
-                self._failed("read new commands")
+                self._reading.failed()
                 continue
-            self._recovered("read new commands")
+            self._reading.recovered()
             by_device: dict[int, list[Row[Any]]] = {}
             for row in rows:
                 by_device.setdefault(row.controller_id, []).append(row)
@@ -150,8 +160,8 @@ class Outbox:
 
     def _deliver(self, connection: DeviceConnection, queued: Deliveries) -> None:
         """Queue a delivery of ``queued`` (rows, or which ones to read then)."""
-        connection.delivering = True
-        connection.again = False
+        self._delivering.add(connection)
+        self._again.discard(connection)
         job = partial(self._delivery, connection, queued)
         self.mailbox.put(connection.identity.serial_number, job)
 
@@ -160,12 +170,13 @@ class Outbox:
             if connection.ended.is_set() or not connection.subscribed:
                 return
             device = connection.identity
-            if queued == ALL_DELIVERABLE:
-                rows: Sequence[Row[Any]] = await _deliverable(self.runtime, device)
-            elif queued == STILL_QUEUED:
-                rows = await _still_queued(self.runtime, device)
-            else:
-                rows = queued
+            match queued:
+                case ToRead.ALL_DELIVERABLE:
+                    rows: Sequence[Row[Any]] = await _deliverable(self.runtime, device)
+                case ToRead.STILL_QUEUED:
+                    rows = await _still_queued(self.runtime, device)
+                case _:
+                    rows = queued
             await self._publish_in_order(device, rows)
         except Exception:
             # a command marked sent may not have gone out (an external broker out of reach):
@@ -173,9 +184,11 @@ class Outbox:
             self._undelivered.add(connection.identity.serial_number)
             raise
         finally:
-            connection.delivering = False
-            if connection.again and connection.subscribed and not connection.ended.is_set():
-                self._deliver(connection, STILL_QUEUED)  # what was made while this one ran
+            self._delivering.discard(connection)
+            again = connection in self._again
+            self._again.discard(connection)
+            if again and connection.subscribed and not connection.ended.is_set():
+                self._deliver(connection, ToRead.STILL_QUEUED)  # what was made while this one ran
 
     async def _publish_in_order(self, device: DeviceIdentity, rows: Sequence[Row[Any]]) -> None:
         """Each command (in creation order) that may still be sent: marked, then published."""

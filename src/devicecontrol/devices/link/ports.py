@@ -1,10 +1,13 @@
-"""The device link's two faces, typed: what it needs of a broker (``Broker``), and what a
-broker calls on it (``Link``). No third-party import: an adapter (``endpoint/``, the service's own;
+"""The device link's faces, typed: what it needs of a broker (``Broker``), and what a
+broker calls on it. No third-party import: an adapter (``endpoint/``, the service's own;
 ``mosquitto/``, a client of Mosquitto) depends on these, never the link on an adapter.
 
-A new way to serve devices (a broker cluster that asks our hook, a lean device endpoint)
-is a new ``Broker`` that makes the ``Link`` calls; no rule of contract §9 lives behind
-either face.
+What a broker calls comes in three faces, so that an adapter implements and calls only
+what it needs: ``Link``, what every broker reports (connections, subscriptions, messages);
+``ProvingLink``, for a broker that asks the link to prove each CONNECT (the endpoint: who
+the device is, a socket refused, flow control); ``TrustingLink``, for a broker that proves
+devices itself and tells the link afterwards (Mosquitto: a device by serial, the online
+devices of before, the broker back in reach). ``DeviceLink`` (``core.py``) is all three.
 """
 
 from __future__ import annotations
@@ -15,8 +18,17 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.topics import MessageKind
 
-__all__ = ["Broker", "DeviceConnection", "Link", "LinkError", "Stored"]
+__all__ = [
+    "Broker",
+    "DeviceConnection",
+    "Link",
+    "LinkError",
+    "ProvingLink",
+    "Stored",
+    "TrustingLink",
+]
 
 # done once a device's message is in the database (its PUBACK may go then)
 Stored = asyncio.Future[None]
@@ -33,8 +45,6 @@ class DeviceConnection:
     identity: DeviceIdentity
     address: str
     subscribed: bool = False  # to its commands topic: deliveries may go out
-    delivering: bool = False  # a delivery is waiting or running: the sweep leaves it be
-    again: bool = False  # a command was made meanwhile: deliver once more after it
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -61,7 +71,7 @@ class Broker(Protocol):
 
     async def start(self) -> None:
         """Serve devices; ``LinkError`` with a one-line reason if it cannot. It calls
-        ``Link.reset_online`` or ``Link.adopt_online`` first."""
+        ``Link.reset_online`` or ``TrustingLink.adopt_online`` first."""
 
     async def shutdown(self) -> None: ...
 
@@ -72,46 +82,67 @@ class Broker(Protocol):
 
 
 class Link(Protocol):
-    """What a broker calls on the link: connections, subscriptions, messages, and whether
-    it may read more from device sockets. ``DeviceLink`` (``core.py``) implements it."""
+    """What every broker reports: who is connected, what they subscribe to and send. The
+    rules on topics, subscriptions and messages are the link's: a broker asks, and obeys."""
 
-    @property
-    def connections(self) -> Mapping[str, DeviceConnection]:
-        """The current connection of each connected device, by serial number."""
-
-    async def reset_online(self) -> None: ...
-
-    async def adopt_online(self) -> None: ...
-
-    def broker_ready(self) -> None: ...
-
-    async def authenticate(
-        self, *, client_id: str | None, username: str | None, password: str | None, address: str
-    ) -> DeviceIdentity | None: ...
-
-    async def find_device(self, serial_number: str) -> DeviceIdentity | None:
-        """A registered device by serial (a broker that proves devices itself)."""
+    async def reset_online(self) -> None:
+        """Everyone offline: the broker knows of no connection (it starts, or lost track)."""
 
     def claim(
         self, device: DeviceIdentity, address: str
-    ) -> tuple[DeviceConnection, DeviceConnection | None]: ...
+    ) -> tuple[DeviceConnection, DeviceConnection | None]:
+        """A proved device's new connection, and the one it takes over (if any)."""
 
     def connection_started(self, connection: DeviceConnection) -> None: ...
 
     def connection_ended(self, connection: DeviceConnection) -> None: ...
 
+    def subscribed(self, serial_number: str, topic_filter: str) -> bool:
+        """A device subscribed to ``topic_filter``; False: the filter is refused (a
+        device subscribes to its own commands only)."""
+
+    def unsubscribed(self, serial_number: str, topic_filter: str) -> bool:
+        """A device unsubscribed; True when that was its commands subscription."""
+
+    def publication_kind(self, serial_number: str, topic: str) -> MessageKind | None:
+        """What a device's publication on ``topic`` is; None: not one of its own topics
+        (dropped, counted; acknowledged all the same)."""
+
+    def publication(
+        self, serial_number: str, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+    ) -> Stored | None:
+        """Queue a device's message for the database: done once stored (its PUBACK may go
+        then), None when dropped at once (counted)."""
+
+
+class ProvingLink(Link, Protocol):
+    """What a broker that asks the link to prove each CONNECT also calls (the endpoint)."""
+
+    async def authenticate(
+        self, *, client_id: str | None, username: str | None, password: str | None, address: str
+    ) -> DeviceIdentity | None: ...
+
     def connection_refused(self, reason: str, address: str) -> None:
         """A socket closed for breaking a packet rule, or never proving itself."""
 
-    def subscribed(self, serial_number: str, topic: str) -> None: ...
-
-    def unsubscribed(self, serial_number: str, topic: str) -> None: ...
-
-    def publication_refused(self, serial_number: str) -> None: ...
-
-    def publication(
-        self, serial_number: str, topic: str, payload: bytes, *, redelivery: bool = False
-    ) -> Stored | None: ...
-
     async def room(self) -> None:
         """Return once the link can take more messages (flow control: wait before a read)."""
+
+
+class TrustingLink(Link, Protocol):
+    """What a broker that proves devices itself also calls (Mosquitto): it learns of them
+    afterwards, and may have been out of reach meanwhile."""
+
+    @property
+    def connections(self) -> Mapping[str, DeviceConnection]:
+        """The current connection of each connected device, by serial number."""
+
+    async def find_device(self, serial_number: str) -> DeviceIdentity | None:
+        """A registered device by serial."""
+
+    async def adopt_online(self) -> None:
+        """The devices the database has online are connected and subscribed (the broker
+        replays what happened while the link was away)."""
+
+    def broker_ready(self) -> None:
+        """The broker is (back) in reach: what could not be delivered goes now."""

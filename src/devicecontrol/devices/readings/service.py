@@ -26,7 +26,11 @@ _encode = msgspec.json.encode
 
 
 class RejectedPayload(ValueError):
-    """A device message that is dropped; the text is the metrics' reason label."""
+    """A device message that is dropped; ``reason`` is the metrics' label."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def parse_object(payload: bytes) -> dict[str, Any]:

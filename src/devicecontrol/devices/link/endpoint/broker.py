@@ -29,7 +29,6 @@ import contextlib
 import logging
 import math
 import ssl
-from collections import deque
 from dataclasses import dataclass, field
 
 from amqtt.mqtt.connack import ConnackPacket
@@ -41,13 +40,15 @@ from amqtt.mqtt.pubrec import PubrecPacket
 from amqtt.mqtt.suback import SubackPacket
 from amqtt.mqtt.unsuback import UnsubackPacket
 
-from devicecontrol.clock import monotonic
 from devicecontrol.config import Settings
 from devicecontrol.devices import topics
+from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.endpoint import packets
-from devicecontrol.devices.link.endpoint.packets import Packet, PacketRuleBroken
+from devicecontrol.devices.link.endpoint.packets import BrokenRule, Packet, PacketRuleBroken
 from devicecontrol.devices.link.listener import granted_keep_alive, listening_socket, tls_context
-from devicecontrol.devices.link.ports import DeviceConnection, Link, Stored
+from devicecontrol.devices.link.ports import DeviceConnection, ProvingLink
+from devicecontrol.devices.link.sessions import PersistentSessions
+from devicecontrol.devices.topics import MessageKind
 
 CONNECT_TIMEOUT_S = 10  # a socket that never sends its CONNECT is closed after this long
 TAKE_OVER_WAIT_S = 1.0  # a take-over waits this long for the old connection to end
@@ -57,16 +58,7 @@ SUBACK_FAILURE = 0x80
 CONNACK_ACCEPTED, CONNACK_BAD_PROTOCOL, CONNACK_NOT_AUTHORIZED = 0, 1, 5
 MQTT_3_1_1 = 4
 DUP = 0x08  # the fixed header's flag of a PUBLISH sent again
-NO_CONNECT = "no_connect"
 logger = logging.getLogger("devicecontrol.devices.link")
-
-
-@dataclass(slots=True)
-class _Acknowledgement:
-    """A packet to send once its message is stored (None: nothing to send)."""
-
-    packet: bytes | None
-    ready: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -75,30 +67,18 @@ class _Session:
 
     connection: DeviceConnection
     writer: asyncio.StreamWriter
-    persistent: bool
     silence_s: int  # without a packet this long, the connection is dead (1.5 x keep-alive)
     next_packet_id: int = 0
-    unfinished_qos2: dict[int, tuple[str, bytes]] = field(default_factory=dict)
-    pending: deque[_Acknowledgement] = field(default_factory=deque)  # in PUBLISH order
+    unfinished_qos2: dict[int, tuple[MessageKind, bytes]] = field(default_factory=dict)
+    # PUBACKs and PUBCOMPs, in PUBLISH order, each once its message is stored
+    acks: InOrderAcknowledgements[bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.acks = InOrderAcknowledgements(self.send)
 
     def send(self, packet: bytes) -> None:
         if not self.writer.is_closing():
             self.writer.write(packet)
-
-    def acknowledge_when_stored(self, stored: Stored | None, packet: bytes | None) -> None:
-        acknowledgement = _Acknowledgement(packet)
-        self.pending.append(acknowledgement)
-        if stored is None or stored.done():
-            self._ready(acknowledgement)
-        else:
-            stored.add_done_callback(lambda _: self._ready(acknowledgement))
-
-    def _ready(self, acknowledgement: _Acknowledgement) -> None:
-        acknowledgement.ready = True
-        while self.pending and self.pending[0].ready:
-            packet = self.pending.popleft().packet
-            if packet is not None:
-                self.send(packet)
 
     def packet_id(self) -> int:
         self.next_packet_id = self.next_packet_id % 65535 + 1
@@ -111,7 +91,7 @@ class DeviceEndpoint:
     devices_outlive_link = False
     checks_secrets = False  # the link closes a rotated secret's connection
 
-    def __init__(self, link: Link, listen: str, settings: Settings) -> None:
+    def __init__(self, link: ProvingLink, listen: str, settings: Settings) -> None:
         self.link = link
         self.listen = listen
         self.settings = settings
@@ -120,8 +100,7 @@ class DeviceEndpoint:
         self._port: int | None = None
         self._sessions: dict[DeviceConnection, _Session] = {}
         self._by_serial: dict[str, _Session] = {}
-        # serial -> (subscribed to its commands, forgotten after): persistent sessions
-        self._kept: dict[str, tuple[bool, float]] = {}
+        self._persistent = PersistentSessions(expiry_s=PERSISTENT_SESSION_EXPIRY_S)
         self._serving: set[asyncio.Task[None]] = set()
 
     @property
@@ -184,7 +163,7 @@ class DeviceEndpoint:
             if session is not None:
                 await self._converse(session, reader)
         except PacketRuleBroken as broken:
-            self.link.connection_refused(str(broken), address)
+            self.link.connection_refused(broken.rule, address)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         except asyncio.CancelledError:
@@ -203,14 +182,14 @@ class DeviceEndpoint:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                 first = await packets.read_packet(reader, max_packet=self.settings.mqtt_max_packet)
             if first is None or first.kind != packets.CONNECT:
-                raise PacketRuleBroken(NO_CONNECT)
+                raise PacketRuleBroken(BrokenRule.NO_CONNECT)
             connect = await first.connect()
         except PacketRuleBroken as broken:
-            if str(broken) != packets.TOO_LARGE:
-                broken = PacketRuleBroken(NO_CONNECT)  # garbage, or not a CONNECT
+            if broken.rule is not BrokenRule.TOO_LARGE:
+                broken = PacketRuleBroken(BrokenRule.NO_CONNECT)  # garbage, or not a CONNECT
             raise broken from None
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            self.link.connection_refused(NO_CONNECT, address)
+            self.link.connection_refused(BrokenRule.NO_CONNECT, address)
             return None
         if connect.proto_level != MQTT_3_1_1 or connect.proto_name != "MQTT":
             writer.write(ConnackPacket.build(0, CONNACK_BAD_PROTOCOL).to_bytes())
@@ -233,20 +212,14 @@ class DeviceEndpoint:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(previous.ended.wait(), TAKE_OVER_WAIT_S)
         serial = identity.serial_number
-        kept = self._kept.pop(serial, None)
-        resumed = not connect.clean_session_flag and kept is not None and kept[1] > monotonic()
+        resumed = self._persistent.connected(serial, clean=connect.clean_session_flag)
         keep_alive = granted_keep_alive(connect.keep_alive, self.settings.mqtt_max_keepalive_s)
-        session = _Session(
-            connection,
-            writer,
-            persistent=not connect.clean_session_flag,
-            silence_s=math.ceil(keep_alive * 1.5),
-        )
+        session = _Session(connection, writer, silence_s=math.ceil(keep_alive * 1.5))
         self._sessions[connection] = session
         self._by_serial[serial] = session
-        session.send(ConnackPacket.build(1 if resumed else 0, CONNACK_ACCEPTED).to_bytes())
+        session.send(ConnackPacket.build(int(resumed.present), CONNACK_ACCEPTED).to_bytes())
         self.link.connection_started(connection)
-        if resumed and kept is not None and kept[0]:
+        if resumed.subscribed:
             self.link.subscribed(serial, topics.commands_topic(serial))
         return session
 
@@ -272,61 +245,58 @@ class DeviceEndpoint:
             stored = None
             if released is not None:
                 stored = self.link.publication(serial, *released)
-            session.acknowledge_when_stored(stored, PubcompPacket.build(packet_id).to_bytes())
+            session.acks.when_stored(stored, PubcompPacket.build(packet_id).to_bytes())
         elif kind == packets.SUBSCRIBE:
             await self._subscribe(session, serial, packet)
         elif kind == packets.UNSUBSCRIBE:
             unsubscribe = await packet.unsubscribe()
             session.send(UnsubackPacket.build(unsubscribe.variable_header.packet_id).to_bytes())
             for topic in unsubscribe.payload.topics:
-                self.link.unsubscribed(serial, topic)
+                if self.link.unsubscribed(serial, topic):
+                    self._persistent.unsubscribed(serial)
         elif kind == packets.PINGREQ:
             session.send(PingRespPacket.build().to_bytes())
         elif kind == packets.PUBACK:
             await packet.packet_id()  # a command arrived; the device's result says more
         else:  # a second CONNECT
-            raise PacketRuleBroken(packets.MALFORMED)
+            raise PacketRuleBroken(BrokenRule.MALFORMED)
 
     async def _publication(self, session: _Session, serial: str, packet: Packet) -> None:
         publish = await packet.publish()
         topic, data = publish.topic_name, bytes(publish.data or b"")
         qos, packet_id = packet.qos, publish.packet_id
-        allowed = topics.publication_kind(serial, topic) is not None
-        if not allowed:
-            self.link.publication_refused(serial)  # dropped and counted; acknowledged alike
+        kind = self.link.publication_kind(serial, topic)  # None: dropped; acknowledged alike
         if qos == 0:
-            if allowed:
-                self.link.publication(serial, topic, data)
+            if kind is not None:
+                self.link.publication(serial, kind, data)
         elif qos == 1:
             assert packet_id is not None
             stored = None
-            if allowed:
+            if kind is not None:
                 redelivery = bool(packet.flags & DUP)
-                stored = self.link.publication(serial, topic, data, redelivery=redelivery)
-            session.acknowledge_when_stored(stored, PubackPacket.build(packet_id).to_bytes())
+                stored = self.link.publication(serial, kind, data, redelivery=redelivery)
+            session.acks.when_stored(stored, PubackPacket.build(packet_id).to_bytes())
         else:  # QoS 2: kept until its PUBREL, a bounded number of them
             assert packet_id is not None
-            if allowed and packet_id not in session.unfinished_qos2:
+            if kind is not None and packet_id not in session.unfinished_qos2:
                 if len(session.unfinished_qos2) >= MAX_UNFINISHED_QOS2:
-                    raise PacketRuleBroken(packets.QOS2_HOARDING)
-                session.unfinished_qos2[packet_id] = (topic, data)
+                    raise PacketRuleBroken(BrokenRule.QOS2_HOARDING)
+                session.unfinished_qos2[packet_id] = (kind, data)
             session.send(PubrecPacket.build(packet_id).to_bytes())
 
     async def _subscribe(self, session: _Session, serial: str, packet: Packet) -> None:
         subscribe = await packet.subscribe()
+        requested = subscribe.payload.topics
+        if any(qos > 2 for _, qos in requested):
+            raise PacketRuleBroken(BrokenRule.MALFORMED)
         granted: list[int] = []
-        accepted: list[str] = []
-        for topic, qos in subscribe.payload.topics:
-            if qos > 2:
-                raise PacketRuleBroken(packets.MALFORMED)
-            if topics.may_subscribe(serial, topic):
+        for topic, qos in requested:  # the link's subscribe filter decides each
+            if self.link.subscribed(serial, topic):
                 granted.append(min(qos, 1))
-                accepted.append(topic)
+                self._persistent.subscribed(serial)
             else:
                 granted.append(SUBACK_FAILURE)
         session.send(SubackPacket.build(subscribe.variable_header.packet_id, granted).to_bytes())
-        for topic in accepted:
-            self.link.subscribed(serial, topic)
 
     def _ended(self, session: _Session) -> None:
         connection = session.connection
@@ -334,7 +304,5 @@ class DeviceEndpoint:
         serial = connection.identity.serial_number
         if self._by_serial.get(serial) is session:
             del self._by_serial[serial]
-            if session.persistent:
-                forget_at = monotonic() + PERSISTENT_SESSION_EXPIRY_S
-                self._kept[serial] = (connection.subscribed, forget_at)
+            self._persistent.ended(serial)
         self.link.connection_ended(connection)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
 
 from amqtt.adapters import BufferReader, StreamReaderAdapter
@@ -36,24 +37,28 @@ from amqtt.mqtt.unsubscribe import UnsubscribePacket
 __all__ = [
     "CONNECT",
     "DISCONNECT",
-    "MALFORMED",
     "PINGREQ",
     "PUBACK",
     "PUBLISH",
     "PUBREL",
-    "QOS2_HOARDING",
     "SUBSCRIBE",
-    "TOO_LARGE",
     "UNSUBSCRIBE",
+    "BrokenRule",
     "Packet",
     "PacketRuleBroken",
     "read_packet",
 ]
 
-# why a connection was closed: the metrics' reason label
-TOO_LARGE = "packet_too_large"
-MALFORMED = "malformed_packet"
-QOS2_HOARDING = "unfinished_qos2"
+
+class BrokenRule(StrEnum):
+    """Why a device's connection was closed: the metrics' reason label."""
+
+    TOO_LARGE = "packet_too_large"
+    MALFORMED = "malformed_packet"
+    QOS2_HOARDING = "unfinished_qos2"
+    NO_CONNECT = "no_connect"
+
+
 _Decoded = TypeVar("_Decoded", ConnectPacket, PublishPacket, SubscribePacket, UnsubscribePacket)
 _KNOWN_FROM_DEVICES = frozenset(
     {CONNECT, PUBLISH, PUBACK, PUBREL, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, DISCONNECT}
@@ -61,7 +66,11 @@ _KNOWN_FROM_DEVICES = frozenset(
 
 
 class PacketRuleBroken(Exception):
-    """A device's packet breaks a rule of §9 Limits; the text is the reason label."""
+    """A device's packet breaks a rule of §9 Limits: ``rule``."""
+
+    def __init__(self, rule: BrokenRule) -> None:
+        super().__init__(rule.value)
+        self.rule = rule
 
 
 @dataclass(slots=True)
@@ -81,7 +90,7 @@ class Packet:
 
     async def publish(self) -> PublishPacket:
         if self.qos == 0x03:  # QoS 3 does not exist
-            raise PacketRuleBroken(MALFORMED)
+            raise PacketRuleBroken(BrokenRule.MALFORMED)
         return await self._decode(PublishPacket)
 
     async def subscribe(self) -> SubscribePacket:
@@ -95,7 +104,7 @@ class Packet:
         try:
             decoded = await PacketIdVariableHeader.from_stream(BufferReader(self.body), header)
         except (MQTTError, NoDataError, IndexError, ValueError):
-            raise PacketRuleBroken(MALFORMED) from None
+            raise PacketRuleBroken(BrokenRule.MALFORMED) from None
         return int(decoded.packet_id)
 
     async def _decode(self, kind: type[_Decoded]) -> _Decoded:
@@ -103,7 +112,7 @@ class Packet:
         try:
             return await kind.from_stream(BufferReader(self.body), fixed_header=header)
         except (MQTTError, NoDataError, UnicodeDecodeError, IndexError, ValueError):
-            raise PacketRuleBroken(MALFORMED) from None  # a wildcard, a short topic, ...
+            raise PacketRuleBroken(BrokenRule.MALFORMED) from None  # a wildcard, a short topic, ...
 
 
 async def read_packet(reader: asyncio.StreamReader, *, max_packet: int) -> Packet | None:
@@ -111,15 +120,15 @@ async def read_packet(reader: asyncio.StreamReader, *, max_packet: int) -> Packe
     try:
         header = await MQTTFixedHeader.from_stream(StreamReaderAdapter(reader))
     except MQTTError:  # a remaining length past four bytes
-        raise PacketRuleBroken(MALFORMED) from None
+        raise PacketRuleBroken(BrokenRule.MALFORMED) from None
     except (NoDataError, asyncio.IncompleteReadError):
         return None
     if header is None:
         return None
     if header.packet_type not in _KNOWN_FROM_DEVICES:
-        raise PacketRuleBroken(MALFORMED)  # reserved, or one only a broker sends
+        raise PacketRuleBroken(BrokenRule.MALFORMED)  # reserved, or one only a broker sends
     if header.remaining_length > max_packet:
-        raise PacketRuleBroken(TOO_LARGE)  # before a byte of its body is read
+        raise PacketRuleBroken(BrokenRule.TOO_LARGE)  # before a byte of its body is read
     try:
         body = await reader.readexactly(header.remaining_length)
     except asyncio.IncompleteReadError:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,12 +49,14 @@ from devicecontrol.config import MqttUrl
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import topics
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.acks import InOrderAcknowledgements, Turn
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
-from devicecontrol.devices.link.mosquitto.dynsec import (
-    RESPONSE_TOPIC,
+from devicecontrol.devices.link.mosquitto.connection import (
+    one_line,
     subscription_refused,
     tls_context,
 )
+from devicecontrol.devices.link.mosquitto.dynsec import RESPONSE_TOPIC
 from devicecontrol.devices.link.mosquitto.log import (
     Connected,
     Ended,
@@ -64,7 +65,9 @@ from devicecontrol.devices.link.mosquitto.log import (
     TakenOver,
     Unsubscribed,
 )
-from devicecontrol.devices.link.ports import DeviceConnection, Link, LinkError, Stored
+from devicecontrol.devices.link.outage import Outage
+from devicecontrol.devices.link.ports import DeviceConnection, LinkError, Stored, TrustingLink
+from devicecontrol.devices.link.sessions import PersistentSessions
 from devicecontrol.observability.logs import emit
 
 SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
@@ -78,6 +81,7 @@ TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
 LOG_CHECK_S = 10
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
 # a client id that is no registered serial is looked up again after this long at the
 # earliest (a broker account without a controller must not cost a query per message)
 UNKNOWN_FOR_S = 10.0
@@ -91,23 +95,27 @@ class _Session:
     present: bool
 
 
+# what acknowledges a message of the session: its packet id and QoS
+_Ack = tuple[int, int]
+
+
 @dataclass(slots=True)
 class _Message:
     """One message of the link's session; ``settle`` once it is stored or handled: its
-    PUBACK then goes, in the order the messages came (``SessionClient.settle``)."""
+    PUBACK then goes, in the order the messages came (``acks.py``)."""
 
     topic: str
     payload: bytes
     redelivery: bool = False  # the PUBLISH's DUP flag
-    mid: int = 0
-    qos: int = 0
-    client: SessionClient | None = None  # that acknowledges it (None: nothing to send)
-    settled: bool = False
+    turn: Turn[_Ack] | None = None  # its place among the acknowledgements (None: none)
 
     def settle(self) -> None:
-        if self.client is not None and not self.settled:
-            self.client.settle(self)
-        self.settled = True
+        if self.turn is not None:
+            self.turn.settle()
+
+    def settle_when_stored(self, stored: Stored | None) -> None:
+        if self.turn is not None:
+            self.turn.settle_when_stored(stored)
 
 
 class SessionClient(aiomqtt.Client):
@@ -134,16 +142,12 @@ class SessionClient(aiomqtt.Client):
         self.inbox = inbox
         self.peek = peek
         self.session_present = False
-        self._unsettled: deque[_Message] = deque()  # in arrival order
+        self._acks = InOrderAcknowledgements(self._acknowledge)
 
-    def settle(self, message: _Message) -> None:
-        """Acknowledge every message up to the first one not yet settled (MQTT: PUBACKs
-        in the order of the PUBLISHes)."""
-        message.settled = True
-        while self._unsettled and self._unsettled[0].settled:
-            done = self._unsettled.popleft()
-            if done.qos > 0:
-                self._client.ack(done.mid, done.qos)  # a no-op once the connection is gone
+    def _acknowledge(self, ack: _Ack) -> None:
+        mid, qos = ack
+        if qos > 0:
+            self._client.ack(mid, qos)  # a no-op once the connection is gone
 
     def _on_connect(
         self,
@@ -167,21 +171,25 @@ class SessionClient(aiomqtt.Client):
             topic,
             bytes(message.payload),
             redelivery=bool(message.dup),
-            mid=message.mid,
-            qos=message.qos,
-            client=self,
+            turn=self._acks.arrived((message.mid, message.qos)),
         )
-        self._unsettled.append(received)
         self.peek(received)
         self.inbox.put_nowait(received)
 
 
 class MosquittoBroker:
+    """The link's ``ports.Broker`` on Mosquitto (the module's docstring)."""
+
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
 
     def __init__(
-        self, link: Link, url: MqttUrl, *, ca_file: str | None, keepalive_s: int = KEEPALIVE_S
+        self,
+        link: TrustingLink,
+        url: MqttUrl,
+        *,
+        ca_file: str | None,
+        keepalive_s: int = KEEPALIVE_S,
     ) -> None:
         self.link = link
         self.url = url
@@ -198,12 +206,15 @@ class MosquittoBroker:
         self._decided = asyncio.Event()  # who is online is settled for this connection
         self._replay: list[_Message] | None = None  # buffered until the link's own connect
         self._replay_complete = False
-        self._clean: dict[str, bool] = {}  # serial -> its connection's clean-session flag
-        self._held: set[str] = set()  # persistent sessions holding the commands subscription
+        self._persistent = PersistentSessions(expiry_s=None)  # Mosquitto keeps them
         self._foreign: set[str] = set()  # client ids in use by a login that is not a device
         self._probe_lines: set[type[LogEvent]] = set()
         self._probe_seen = asyncio.Event()
-        self._failing = False
+        self._lost = Outage(
+            "the device link lost the MQTT broker at %s (%s); reconnecting, devices' online "
+            "left as it was meanwhile"
+        )
+        self._event_failing = Outage("the device link failed on a broker event")
 
     @property
     def ready(self) -> bool:
@@ -232,10 +243,8 @@ class MosquittoBroker:
     async def shutdown(self) -> None:
         """Leave the session (the broker keeps it, and what comes meanwhile), after taking
         in every message already received."""
-        for task in (self._runner,):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if self._runner is not None:
+            await _cancelled(self._runner)
         if self._reader is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._inbox.join(), TIMEOUT_S)
@@ -271,7 +280,6 @@ class MosquittoBroker:
     async def _run(self, first: asyncio.Future[None]) -> None:
         """Stay connected: reconnect with a growing delay, logging the loss once."""
         delay = FIRST_RETRY_S
-        lost: str | None = None
         while True:
             client = self._new_client()
             try:
@@ -279,15 +287,14 @@ class MosquittoBroker:
                     await self._begin(client)
                     if not first.done():
                         first.set_result(None)
-                    if lost is not None:
+                    if self._lost.recovered():
                         emit(logger, logging.INFO, {"event": "device_link_broker_back",
                                                     **self.where})  # fmt: skip
-                        lost = None
                     delay = FIRST_RETRY_S
                     async for _ in client.messages:  # they go to the inbox: this waits
                         pass
             except (aiomqtt.MqttError, LinkError, TimeoutError) as exc:
-                reason = _reason(exc.__cause__ or exc)
+                reason = one_line(exc.__cause__ or exc)
                 if not first.done():
                     if not isinstance(exc, LinkError):
                         exc = LinkError(
@@ -296,14 +303,7 @@ class MosquittoBroker:
                         )
                     first.set_exception(exc)
                     return
-                if lost is None:
-                    logger.warning(
-                        "the device link lost the MQTT broker at %s (%s); reconnecting, "
-                        "devices' online left as it was meanwhile",
-                        self.url,
-                        reason,
-                    )
-                    lost = reason
+                self._lost.failed(self.url, reason, exc_info=False)
             finally:
                 self._client = None
                 self._ready = False
@@ -339,7 +339,8 @@ class MosquittoBroker:
         ) as probe:
             await probe.subscribe(RESPONSE_TOPIC, qos=0)
         try:
-            await asyncio.wait_for(self._probe_seen.wait(), LOG_CHECK_S)
+            async with asyncio.timeout(LOG_CHECK_S):
+                await self._probe_seen.wait()
         except TimeoutError:
             raise LinkError(
                 f"the MQTT broker at {self.url} does not publish its log of connections and "
@@ -369,15 +370,13 @@ class MosquittoBroker:
                 elif self._replay is not None:
                     await self._replayed(item)  # settled once the replay is handled
                 else:
-                    _settle_when_stored(item, await self._handle(item))
+                    item.settle_when_stored(await self._handle(item))
             except Exception:
                 if isinstance(item, _Message):
                     item.settle()  # not stored: the broker would only send it again
-                if not self._failing:
-                    logger.warning("the device link failed on a broker event", exc_info=True)
-                self._failing = True
+                self._event_failing.failed()
             else:
-                self._failing = False
+                self._event_failing.recovered()
             finally:
                 self._inbox.task_done()
 
@@ -417,15 +416,14 @@ class MosquittoBroker:
             await self._forget_everyone()
         self._decided.set()
         for message in replay:
-            _settle_when_stored(message, await self._handle(message))
+            message.settle_when_stored(await self._handle(message))
         self._ready = True
         self.link.broker_ready()
 
     async def _forget_everyone(self) -> None:
         await self.link.reset_online()
-        self._held.clear()
+        self._persistent.clear()
         self._foreign.clear()
-        self._clean.clear()
 
     async def _handle(self, message: _Message) -> Stored | None:
         """Take in one message; a device's is queued for the database (its future)."""
@@ -440,8 +438,11 @@ class MosquittoBroker:
         connection = self.link.connections.get(serial_number)
         if connection is None and await self._take_up(serial_number) is None:
             return None
+        kind = self.link.publication_kind(serial_number, message.topic)
+        if kind is None:
+            return None
         return self.link.publication(
-            serial_number, message.topic, message.payload, redelivery=message.redelivery
+            serial_number, kind, message.payload, redelivery=message.redelivery
         )
 
     async def _logged(self, event: LogEvent) -> None:
@@ -456,10 +457,8 @@ class MosquittoBroker:
                 await self._subscribed(event.client_id, event.topic)
             case Unsubscribed():
                 connection = self.link.connections.get(event.client_id)
-                if connection is not None:
-                    self.link.unsubscribed(event.client_id, event.topic)
-                    if event.topic == topics.commands_topic(event.client_id):
-                        self._held.discard(event.client_id)
+                if connection is not None and self.link.unsubscribed(event.client_id, event.topic):
+                    self._persistent.unsubscribed(event.client_id)
             case TakenOver():
                 pass  # the new connection's own line follows
 
@@ -479,10 +478,8 @@ class MosquittoBroker:
         if previous is not None:  # MQTT's take-over: the device stays online
             self.link.connection_ended(previous)
         self.link.connection_started(connection)
-        self._clean[serial_number] = event.clean_session
-        if event.clean_session:
-            self._held.discard(serial_number)
-        elif serial_number in self._held:  # a resumed session keeps its subscription
+        resumed = self._persistent.connected(serial_number, clean=event.clean_session)
+        if resumed.subscribed:  # a resumed session keeps its subscription
             self.link.subscribed(serial_number, topics.commands_topic(serial_number))
 
     def _ended(self, client_id: str) -> None:
@@ -492,14 +489,14 @@ class MosquittoBroker:
         connection = self.link.connections.get(client_id)
         if connection is not None:
             self.link.connection_ended(connection)
+            self._persistent.ended(client_id)
 
     async def _subscribed(self, client_id: str, topic: str) -> None:
         known = self.link.connections.get(client_id) is not None
         if not known and await self._take_up(client_id, subscribe=False) is None:
             return
-        if topic == topics.commands_topic(client_id) and not self._clean.get(client_id, True):
-            self._held.add(client_id)
-        self.link.subscribed(client_id, topic)
+        if self.link.subscribed(client_id, topic):
+            self._persistent.subscribed(client_id)
 
     async def _take_up(self, client_id: str, *, subscribe: bool = True) -> DeviceConnection | None:
         """A device the broker shows active whose connect line the link never got (it
@@ -543,14 +540,11 @@ def _log_event(message: _Message) -> LogEvent | None:
     return mosquitto_log.parse(message.topic, message.payload)
 
 
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-def _settle_when_stored(message: _Message, stored: Stored | None) -> None:
-    """Acknowledge ``message`` once ``stored`` is done (at once when nothing is stored)."""
-    if stored is None or stored.done():
-        message.settle()
-    else:
-        stored.add_done_callback(lambda _: message.settle())
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for its end, cancelling again while it runs: on Python 3.11
+    ``asyncio.wait_for`` (aiomqtt waits with it) swallows a cancellation that meets the
+    result it waited for, and the connection's loop would then run on."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
+    await asyncio.gather(task, return_exceptions=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,8 +36,13 @@ from typing import Any
 import aiomqtt
 import msgspec
 
-from devicecontrol.config import MqttUrl, Settings
+from devicecontrol.config import Settings
 from devicecontrol.devices import topics
+from devicecontrol.devices.link.mosquitto.connection import (
+    one_line,
+    subscription_refused,
+    tls_context,
+)
 from devicecontrol.errors import DomainError
 
 CONTROL_TOPIC = "$CONTROL/dynamic-security/v1"
@@ -126,11 +130,6 @@ def rotate_account(serial_number: str, secret: str) -> list[Command]:
     ]
 
 
-def tls_context(url: MqttUrl, ca_file: str | None) -> ssl.SSLContext | None:
-    """mqtts: the broker's certificate checked against ``ca_file``, else the system's CAs."""
-    return ssl.create_default_context(cafile=ca_file) if url.tls else None
-
-
 class DynamicSecurity:
     """A short connection of an operator's command to the broker's dynamic security.
 
@@ -163,12 +162,12 @@ class DynamicSecurity:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                 await self._client.__aenter__()
         except (aiomqtt.MqttError, TimeoutError) as exc:
-            raise self._error(f"cannot be reached: {_reason(exc)}") from None
+            raise self._error(f"cannot be reached: {one_line(exc)}") from None
         try:
             [granted] = await self._client.subscribe(RESPONSE_TOPIC, qos=1)
         except aiomqtt.MqttError as exc:
             await self._close()
-            raise self._error(f"was lost: {_reason(exc)}") from None
+            raise self._error(f"was lost: {one_line(exc)}") from None
         if subscription_refused(granted):
             await self._close()
             raise self._error(
@@ -206,7 +205,7 @@ class DynamicSecurity:
             async with asyncio.timeout(ANSWER_TIMEOUT_S):
                 answers = await self._answers(set(ids))
         except aiomqtt.MqttError as exc:
-            raise self._error(f"was lost: {_reason(exc)}") from None
+            raise self._error(f"was lost: {one_line(exc)}") from None
         except TimeoutError:
             raise self._error(
                 f"did not answer within {ANSWER_TIMEOUT_S} s (is its dynamic-security plugin "
@@ -248,15 +247,3 @@ class DynamicSecurity:
                 batch, pending = [], 0
         await self.run(batch)
         return devices
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-def subscription_refused(granted: object) -> bool:
-    """A SUBACK's code for one topic is a failure (0x80 and up); paho gives an int (MQTT
-    3.1.1) or a ``ReasonCode`` (5)."""
-    value = getattr(granted, "value", granted)
-    return not isinstance(value, int) or value >= 0x80
