@@ -25,8 +25,9 @@ from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
-from devicecontrol.devices.link.mosquitto.client import MosquittoBroker, _Message, _Session
+from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE as N
+from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     RawDevice,
@@ -546,8 +547,8 @@ async def feed(link: DeviceLink, items: list[Any]) -> None:
         writer.cancel()
 
 
-def line(topic: str, text: str) -> _Message:
-    return _Message(topic, f"1795493416: {text}".encode())
+def line(topic: str, text: str) -> Message:
+    return Message(topic, f"1795493416: {text}".encode())
 
 
 LINK_BACK = line(N, "New client connected from 127.0.0.1:5 as devicecontrol-link "
@@ -574,10 +575,10 @@ async def test_a_replay_is_adopted_only_if_it_holds_the_links_own_end(sqlite_url
         link = build_link(runtime)
         own_end = [line(N, "Client devicecontrol-link disconnected.")] if complete else []
         await feed(link, [
-            _Session(present=True),
+            SessionBegan(present=True),
             *own_end,
             line(N, "Client LEFT-1 closed its connection."),
-            _Message("devices/BACK-1/state", b'{"relay_state": "on"}'),
+            Message("devices/BACK-1/state", b'{"relay_state": "on"}'),
             LINK_BACK,
         ])  # fmt: skip
         async with runtime.database.read() as connection:

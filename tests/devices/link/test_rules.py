@@ -12,10 +12,16 @@ from typing import Any
 
 import pytest
 
-from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.config import MqttUrl, Settings, ThrottleRule
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.core import DeviceLink
+from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
+from devicecontrol.devices.link.mosquitto.identities import UNKNOWN_FOR_S, DeviceIdentities
+from devicecontrol.devices.link.mosquitto.log import NOTICE, Connected, Ended, Subscribed
+from devicecontrol.devices.link.mosquitto.reconnect import SESSION_ID
+from devicecontrol.devices.link.mosquitto.replay import Replay
+from devicecontrol.devices.link.mosquitto.session import Message
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection
 from devicecontrol.devices.link.sessions import PersistentSessions, Resumed
@@ -337,3 +343,103 @@ def test_an_outage_without_an_end_line_says_nothing_when_it_ends(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "the device link cannot check device secrets"
     ] * 2
+
+
+# --- what Mosquitto's log tells the link ----------------------------------------------------
+
+
+@pytest.fixture
+def mosquitto(link) -> MosquittoBroker:
+    """The Mosquitto adapter on the link's core, never connected: its log lines are handed
+    to it as its session would, and it knows every client id as a registered device."""
+    url = MqttUrl(tls=False, host="127.0.0.1", port=1, username="devicecontrol", password="x")
+    broker = MosquittoBroker(link, url, ca_file=None)
+
+    async def registered(serial: str) -> DeviceIdentity:
+        return identity(serial)
+
+    broker._identities = DeviceIdentities(registered)
+    return broker
+
+
+def connected(serial: str, *, clean: bool) -> Connected:
+    return Connected(serial, serial, "10.0.0.5:50000", clean_session=clean)
+
+
+async def test_a_resumed_persistent_session_on_mosquitto_is_subscribed_again(link, mosquitto):
+    """Mosquitto logs no subscription when a persistent session resumes: the link's record
+    of the session says it holds one."""
+    commands = f"devices/{SERIAL}/commands"
+    await mosquitto._logged(connected(SERIAL, clean=False))
+    await mosquitto._logged(Subscribed(SERIAL, commands))
+    await mosquitto._logged(Ended(SERIAL))
+    assert SERIAL not in link.connections
+    await mosquitto._logged(connected(SERIAL, clean=False))
+    assert link.connections[SERIAL].subscribed
+    await mosquitto._logged(Ended(SERIAL))
+    await mosquitto._logged(connected(SERIAL, clean=True))  # a clean session ends it
+    assert not link.connections[SERIAL].subscribed
+
+
+async def test_a_login_borrowing_a_serial_ends_that_devices_connection(link, mosquitto):
+    await mosquitto._logged(connected(SERIAL, clean=True))
+    await mosquitto._logged(Connected(SERIAL, "an-administrator", "10.0.0.9:1", True))
+    assert SERIAL not in link.connections
+    await mosquitto._logged(Ended(SERIAL))  # the borrower's end: nobody's device
+    assert link.ingest.presence.calls == [(1, True), (1, False)]
+
+
+def test_a_replay_is_complete_only_with_the_links_own_end():
+    own_end = mosquitto_line(NOTICE, f"Client {SESSION_ID} disconnected.")
+    own_connect = mosquitto_line(
+        NOTICE, f"New client connected from 127.0.0.1:5 as {SESSION_ID} (p2, c0, k30, u'x')."
+    )
+    reading = Message(f"devices/{SERIAL}/state", b"{}")
+    replay = Replay(SESSION_ID)
+    assert not replay.take(reading)
+    assert not replay.complete
+    assert not replay.take(own_end)
+    assert replay.complete
+    assert replay.take(own_connect)  # the end of the replay, not held
+    assert replay.messages == [reading, own_end]
+
+
+async def test_a_client_id_that_is_no_device_is_looked_up_again_after_a_while(clock):
+    looked_up: list[str] = []
+
+    async def find_device(serial: str) -> DeviceIdentity | None:
+        looked_up.append(serial)
+        return None
+
+    identities = DeviceIdentities(find_device)
+    assert await identities.of(SERIAL) is None
+    assert await identities.of(SERIAL) is None
+    assert looked_up == [SERIAL]  # remembered as unknown
+    assert await identities.of(SERIAL, fresh=True) is None  # a new login: looked up
+    clock.advance(UNKNOWN_FOR_S + 1)
+    assert await identities.of(SERIAL) is None
+    assert looked_up == [SERIAL] * 3
+    assert await identities.of("not a serial!") is None
+    assert looked_up == [SERIAL] * 3
+
+
+def mosquitto_line(topic: str, text: str) -> Message:
+    return Message(topic, f"1795493416: {text}".encode())
+
+
+async def test_an_attempt_that_fails_is_logged_once_and_not_raised(caplog):
+    caplog.set_level(logging.INFO, logger="devicecontrol")
+    outage = Outage("the device link's work fails", ended="the device link's work succeeds again")
+
+    async def fails() -> None:
+        raise ConnectionError("the database is down")
+
+    async def works() -> None:
+        pass
+
+    assert [await outage.attempt(fails) for _ in range(3)] == [False] * 3
+    assert await outage.attempt(works)
+    assert [r.getMessage() for r in caplog.records] == [
+        "the device link's work fails",
+        "the device link's work succeeds again",
+    ]

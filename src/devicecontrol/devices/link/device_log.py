@@ -8,7 +8,6 @@ within the window are counted, and the next line after it says how many there we
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from devicecontrol.clock import monotonic
 from devicecontrol.observability.logs import emit
@@ -23,7 +22,7 @@ class DeviceEventLog:
         self._last: dict[str, float] = {}  # reason -> when its last line was written
         self._unwritten: dict[str, int] = {}  # reason -> events since that line
 
-    def note(self, event: str, reason: str, **fields: Any) -> None:
+    def note(self, event: str, reason: str, **fields: str) -> None:
         """One event; written now if its reason has no line in the window, else counted."""
         now = monotonic()
         count = self._unwritten.get(reason, 0) + 1

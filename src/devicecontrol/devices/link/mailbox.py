@@ -38,12 +38,7 @@ class Mailbox:
         jobs = self._jobs[serial_number]
         while jobs:
             job = jobs.popleft()
-            try:
-                await job()
-            except Exception:
-                self._outage.failed()
-            else:
-                self._outage.recovered()
+            await self._outage.attempt(job)
         # no await since the last check: nothing was put in between
         del self._jobs[serial_number], self._tasks[serial_number]
 

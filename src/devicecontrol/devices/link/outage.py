@@ -5,6 +5,7 @@ logged once when the outage begins and once when it ends, not at every attempt.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 __all__ = ["Outage"]
 
@@ -35,3 +36,13 @@ class Outage:
             logger.warning(self.ended)
         self.failing = False
         return ended
+
+    async def attempt(self, work: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``work``; a failure is logged as above and not raised. True when it worked."""
+        try:
+            await work()
+        except Exception:
+            self.failed()
+            return False
+        self.recovered()
+        return True

@@ -41,12 +41,7 @@ class RotationWatch:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(WATCH_S)
-            try:
-                await self.close_rotated()
-            except Exception:
-                self._outage.failed()
-            else:
-                self._outage.recovered()
+            await self._outage.attempt(self.close_rotated)
 
     async def close_rotated(self) -> None:
         """Close the connections made with a secret rotated since (a minute before) the

@@ -6,7 +6,7 @@ Devices never talk to each other: each CONNECTs, PUBLISHes to its own ``state`` 
 DISCONNECTs. So there is no routing, no retained message, no will and no queue per
 session: a connection is a socket, one task reading it, and a few fields (what amqtt
 holds in a state machine, several queues and events per session, 40 KB and more). The
-packets are amqtt's codec (``packets.py``); the rules are the link's (``ports.Link``).
+packets are amqtt's codec (``packets.py``); the rules are the link's (``ports.ProvingLink``).
 
 - **CONNECT first, proved first.** Nothing but a CONNECT within ``CONNECT_TIMEOUT_S`` is
   read; a refused one gets CONNACK 5 and touches nothing, not even a live connection of

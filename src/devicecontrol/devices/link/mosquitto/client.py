@@ -3,33 +3,28 @@ plugin (contract §9, ``DEVICECONTROL_MQTT_URL``); a ``ports.Broker``.
 
 Mosquitto checks who connects and what they may publish and subscribe to (the accounts the
 operators' commands keep in step, ``dynsec.py``). What the link needs to know of devices it
-reads off the broker itself, in one MQTT session of its own:
+reads off the broker itself, in one MQTT session of its own (``session.py``, kept up by
+``reconnect.py``):
 
-- Mosquitto's log, which it publishes on ``$SYS/broker/log/...`` (``mosquitto_log.py``):
-  connections made and ended, subscriptions. These become the same calls the embedded
-  broker makes on the link (``claim``, ``connection_started``, ``connection_ended``,
-  ``subscribed``), so ``online``, ``last_seen``, deliveries and their rules are the link's;
+- Mosquitto's log, which it publishes on ``$SYS/broker/log/...`` (``log.py``): connections
+  made and ended, subscriptions. These become the same calls the embedded endpoint makes
+  on the link (``claim``, ``connection_started``, ``connection_ended``, ``subscribed``), so
+  ``online``, ``last_seen``, deliveries and their rules are the link's;
 - the devices' messages, on ``devices/+/state`` and ``devices/+/commands/result``, handed to
-  ``publication`` like the embedded broker's (rate limit, size, JSON, metrics).
+  ``publication`` like the endpoint's (topic rule, rate limit, size, JSON, metrics).
 
 The session is persistent (a fixed client id, clean session off, QoS 1 subscriptions), so
 that the broker keeps what happens while the link is away (a restart of ``serve``, a lost
-connection) and replays it in order. Mosquitto gives its log lines a 20-second lifetime,
-though: after a longer absence the connects and disconnects of that time are gone while
-the devices' messages are not. The link tells the two cases apart by its own connection's
-end: the broker logs it first of all once the link is gone, so if that line is in the
-replay, nothing after it expired either. Then the devices the database has online are
-taken as connected and subscribed and the replay brings them up to date; otherwise (or
-with no session at all: a first start, a broker that lost it) everyone is set offline, and
-a device is online again when it is next heard of: a connect, or a subscription or
-message of a connection whose connect line was lost (taken as subscribed: at least once).
+connection) and replays it in order. Whether that replay is a complete record is
+``replay.py``'s to say: if it is, the devices the database has online are taken as
+connected and subscribed and the replay brings them up to date; otherwise (or with no
+session at all: a first start, a broker that lost it) everyone is set offline, and a
+device is online again when it is next heard of: a connect, or a subscription or message
+of a connection whose connect line was lost (taken as subscribed: at least once).
 
-The replay ends with the line of the link's own new connection. Every (re)connection also
-checks that the broker publishes its log at all: a probe client connects and subscribes,
-and its lines must come back within ``LOG_CHECK_S`` (else a one-line error at start-up).
-Only client ids that are registered serial numbers and that logged in with username =
-client id count. While the broker is out of reach the link reconnects with a growing delay
-(logged once) and leaves ``online`` as it was: unknown, not changed.
+Only client ids that are registered serial numbers (``identities.py``) and that logged in
+with username = client id count. While the broker is out of reach the link leaves
+``online`` as it was: unknown, not changed.
 """
 
 from __future__ import annotations
@@ -37,26 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import aiomqtt
-from paho.mqtt import client as paho
 
-from devicecontrol.clock import monotonic
 from devicecontrol.config import MqttUrl
-from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import topics
-from devicecontrol.devices.identity import DeviceIdentity
-from devicecontrol.devices.link.acks import InOrderAcknowledgements, Turn
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
-from devicecontrol.devices.link.mosquitto.connection import (
-    one_line,
-    subscription_refused,
-    tls_context,
-)
-from devicecontrol.devices.link.mosquitto.dynsec import RESPONSE_TOPIC
+from devicecontrol.devices.link.mosquitto.identities import DeviceIdentities
 from devicecontrol.devices.link.mosquitto.log import (
     Connected,
     Ended,
@@ -65,116 +47,25 @@ from devicecontrol.devices.link.mosquitto.log import (
     TakenOver,
     Unsubscribed,
 )
+from devicecontrol.devices.link.mosquitto.reconnect import (
+    PROBE_ID,
+    SESSION_ID,
+    TIMEOUT_S,
+    KeptConnection,
+)
+from devicecontrol.devices.link.mosquitto.replay import Replay
+from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
 from devicecontrol.devices.link.outage import Outage
-from devicecontrol.devices.link.ports import DeviceConnection, LinkError, Stored, TrustingLink
+from devicecontrol.devices.link.ports import DeviceConnection, Stored, TrustingLink
 from devicecontrol.devices.link.sessions import PersistentSessions
-from devicecontrol.observability.logs import emit
 
-SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
-PROBE_ID = f"{SESSION_ID}-probe"
-DEVICE_TOPICS = ("devices/+/state", "devices/+/commands/result")
-SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *DEVICE_TOPICS)
+__all__ = ["MosquittoBroker"]
+
 # paho pings after this long without a packet from the broker and gives the connection up
 # when no PINGRESP came this long after: a stalled network is noticed within twice this
 KEEPALIVE_S = 30
-TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
-LOG_CHECK_S = 10
-FIRST_RETRY_S = 1.0
-MAX_RETRY_S = 30.0
 CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
-# a client id that is no registered serial is looked up again after this long at the
-# earliest (a broker account without a controller must not cost a query per message)
-UNKNOWN_FOR_S = 10.0
 logger = logging.getLogger("devicecontrol.devices.link")
-
-
-@dataclass(frozen=True, slots=True)
-class _Session:
-    """The broker accepted the link's CONNECT; ``present``: it kept the session."""
-
-    present: bool
-
-
-# what acknowledges a message of the session: its packet id and QoS
-_Ack = tuple[int, int]
-
-
-@dataclass(slots=True)
-class _Message:
-    """One message of the link's session; ``settle`` once it is stored or handled: its
-    PUBACK then goes, in the order the messages came (``acks.py``)."""
-
-    topic: str
-    payload: bytes
-    redelivery: bool = False  # the PUBLISH's DUP flag
-    turn: Turn[_Ack] | None = None  # its place among the acknowledgements (None: none)
-
-    def settle(self) -> None:
-        if self.turn is not None:
-            self.turn.settle()
-
-    def settle_when_stored(self, stored: Stored | None) -> None:
-        if self.turn is not None:
-            self.turn.settle_when_stored(stored)
-
-
-class SessionClient(aiomqtt.Client):
-    """aiomqtt's client, for the link's session. aiomqtt keeps CONNACK's session-present
-    flag to itself, and queues messages where they cannot be taken out once the connection
-    has ended; this one puts both in ``inbox``, in the order paho handed them over, and
-    shows each message to ``peek`` as it arrives.
-
-    It acknowledges nothing on arrival (paho's manual acknowledgement): a QoS 1 message's
-    PUBACK goes once the link has stored it, so a link that dies before leaves it with the
-    broker, which delivers it again to the session (contract §9, Readings). Mosquitto sends
-    at most ``max_inflight_messages`` unacknowledged: that is the flow control.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        inbox: asyncio.Queue[_Session | _Message],
-        peek: Callable[[_Message], None],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._client.manual_ack_set(True)
-        self.inbox = inbox
-        self.peek = peek
-        self.session_present = False
-        self._acks = InOrderAcknowledgements(self._acknowledge)
-
-    def _acknowledge(self, ack: _Ack) -> None:
-        mid, qos = ack
-        if qos > 0:
-            self._client.ack(mid, qos)  # a no-op once the connection is gone
-
-    def _on_connect(
-        self,
-        client: paho.Client,
-        userdata: Any,
-        flags: paho.ConnectFlags,
-        reason_code: Any,
-        properties: Any = None,
-    ) -> None:
-        if reason_code == paho.CONNACK_ACCEPTED and not self._connected.done():
-            self.session_present = bool(flags.session_present)
-            self.inbox.put_nowait(_Session(self.session_present))
-        super()._on_connect(client, userdata, flags, reason_code, properties)
-
-    def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
-        try:
-            topic = message.topic
-        except UnicodeDecodeError:
-            topic = ""  # no topic of ours: handled as nothing, acknowledged in its turn
-        received = _Message(
-            topic,
-            bytes(message.payload),
-            redelivery=bool(message.dup),
-            turn=self._acks.arrived((message.mid, message.qos)),
-        )
-        self.peek(received)
-        self.inbox.put_nowait(received)
 
 
 class MosquittoBroker:
@@ -193,32 +84,24 @@ class MosquittoBroker:
     ) -> None:
         self.link = link
         self.url = url
-        self.keepalive_s = keepalive_s
         self.where = {"broker": str(url)}
-        self._tls = tls_context(url, ca_file)
-        self._inbox: asyncio.Queue[_Session | _Message] = asyncio.Queue()
-        self._client: SessionClient | None = None  # while connected
+        self._inbox: asyncio.Queue[SessionBegan | Message] = asyncio.Queue()
+        self._connection = KeptConnection(
+            url, ca_file=ca_file, keepalive_s=keepalive_s, inbox=self._inbox, lost=self._lost
+        )
         self._ready = False
         self._runner: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._identities: dict[str, DeviceIdentity] = {}
-        self._unknown: dict[str, float] = {}  # client id -> when to look it up again
+        self._identities = DeviceIdentities(link.find_device)
         self._decided = asyncio.Event()  # who is online is settled for this connection
-        self._replay: list[_Message] | None = None  # buffered until the link's own connect
-        self._replay_complete = False
+        self._replay: Replay | None = None  # held until the link's own connect line
         self._persistent = PersistentSessions(expiry_s=None)  # Mosquitto keeps them
         self._foreign: set[str] = set()  # client ids in use by a login that is not a device
-        self._probe_lines: set[type[LogEvent]] = set()
-        self._probe_seen = asyncio.Event()
-        self._lost = Outage(
-            "the device link lost the MQTT broker at %s (%s); reconnecting, devices' online "
-            "left as it was meanwhile"
-        )
-        self._event_failing = Outage("the device link failed on a broker event")
+        self._failing = Outage("the device link failed on a broker event")
 
     @property
     def ready(self) -> bool:
-        return self._ready and self._client is not None
+        return self._ready and self._connection.client is not None
 
     @property
     def port(self) -> None:
@@ -232,7 +115,8 @@ class MosquittoBroker:
         if the broker cannot be reached, refuses the service's user or does not log."""
         self._reader = asyncio.create_task(self._read(), name="link: broker events")
         first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._runner = asyncio.create_task(self._run(first), name="link: broker connection")
+        runner = self._connection.run(first)
+        self._runner = asyncio.create_task(runner, name="link: broker connection")
         try:
             await first
             await self._decided.wait()
@@ -254,7 +138,7 @@ class MosquittoBroker:
             await self._end_replay()
 
     async def publish(self, topic: str, payload: bytes) -> None:
-        client = self._client
+        client = self._connection.client
         if client is None:
             raise aiomqtt.MqttError("the MQTT broker is out of reach")
         await client.publish(topic, payload, qos=1)
@@ -262,101 +146,10 @@ class MosquittoBroker:
     async def close_connection(self, connection: DeviceConnection) -> None:
         """Mosquitto ends connections itself (a rotated secret, a take-over)."""
 
-    def _new_client(self) -> SessionClient:
-        return SessionClient(
-            self.url.host,
-            self.url.port,
-            identifier=SESSION_ID,
-            username=self.url.username,
-            password=self.url.password,
-            clean_session=False,
-            keepalive=self.keepalive_s,
-            tls_context=self._tls,
-            timeout=TIMEOUT_S,
-            inbox=self._inbox,
-            peek=self._peek,
-        )
-
-    async def _run(self, first: asyncio.Future[None]) -> None:
-        """Stay connected: reconnect with a growing delay, logging the loss once."""
-        delay = FIRST_RETRY_S
-        while True:
-            client = self._new_client()
-            try:
-                async with client:
-                    await self._begin(client)
-                    if not first.done():
-                        first.set_result(None)
-                    if self._lost.recovered():
-                        emit(logger, logging.INFO, {"event": "device_link_broker_back",
-                                                    **self.where})  # fmt: skip
-                    delay = FIRST_RETRY_S
-                    async for _ in client.messages:  # they go to the inbox: this waits
-                        pass
-            except (aiomqtt.MqttError, LinkError, TimeoutError) as exc:
-                reason = one_line(exc.__cause__ or exc)
-                if not first.done():
-                    if not isinstance(exc, LinkError):
-                        exc = LinkError(
-                            f"cannot connect to the MQTT broker at {self.url} "
-                            f"(DEVICECONTROL_MQTT_URL): {reason}"
-                        )
-                    first.set_exception(exc)
-                    return
-                self._lost.failed(self.url, reason, exc_info=False)
-            finally:
-                self._client = None
-                self._ready = False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_S)
-
-    async def _begin(self, client: SessionClient) -> None:
-        """A new session subscribes; then the probe checks that the log comes through."""
-        self._client = client
-        if not client.session_present:
-            granted = await client.subscribe([(topic, 1) for topic in SUBSCRIPTIONS])
-            refused = [
-                topic
-                for topic, code in zip(SUBSCRIPTIONS, granted, strict=True)
-                if subscription_refused(code)
-            ]
-            if refused:
-                raise LinkError(
-                    f"the MQTT broker at {self.url} does not let the service's user subscribe "
-                    f"to {', '.join(refused)} (its role: docs/OPERATIONS.md)"
-                )
-        self._probe_lines.clear()
-        self._probe_seen.clear()
-        async with aiomqtt.Client(
-            self.url.host,
-            self.url.port,
-            identifier=PROBE_ID,
-            username=self.url.username,
-            password=self.url.password,
-            clean_session=True,
-            tls_context=self._tls,
-            timeout=TIMEOUT_S,
-        ) as probe:
-            await probe.subscribe(RESPONSE_TOPIC, qos=0)
-        try:
-            async with asyncio.timeout(LOG_CHECK_S):
-                await self._probe_seen.wait()
-        except TimeoutError:
-            raise LinkError(
-                f"the MQTT broker at {self.url} does not publish its log of connections and "
-                "subscriptions on $SYS/broker/log (log_dest topic, log_type notice, subscribe "
-                "and unsubscribe, connection_messages true: docs/OPERATIONS.md)"
-            ) from None
-
-    def _peek(self, message: _Message) -> None:
-        """The probe's lines, noticed on arrival: the log check must not wait for a long
-        replay to be taken in."""
-        if message.topic in (mosquitto_log.NOTICE, mosquitto_log.SUBSCRIBE):
-            event = _log_event(message)
-            if event is not None and event.client_id == PROBE_ID:
-                self._probe_lines.add(type(event))
-                if {Connected, Subscribed} <= self._probe_lines:
-                    self._probe_seen.set()
+    def _lost(self) -> None:
+        """The connection ended: nothing is published until the next one has settled who
+        is online."""
+        self._ready = False
 
     # --- what the broker tells ------------------------------------------------------------
 
@@ -365,46 +158,36 @@ class MosquittoBroker:
         while True:
             item = await self._inbox.get()
             try:
-                if isinstance(item, _Session):
+                if isinstance(item, SessionBegan):
                     await self._session_began(item)
                 elif self._replay is not None:
-                    await self._replayed(item)  # settled once the replay is handled
+                    if self._replay.take(item):  # settled once the replay is handled
+                        await self._end_replay()
                 else:
                     item.settle_when_stored(await self._handle(item))
             except Exception:
-                if isinstance(item, _Message):
+                if isinstance(item, Message):
                     item.settle()  # not stored: the broker would only send it again
-                self._event_failing.failed()
+                self._failing.failed()
             else:
-                self._event_failing.recovered()
+                self._failing.recovered()
             finally:
                 self._inbox.task_done()
 
-    async def _session_began(self, session: _Session) -> None:
+    async def _session_began(self, session: SessionBegan) -> None:
         self._decided.clear()
         if self._replay is not None:  # a replay that never ended: the connection dropped
             await self._end_replay()
         if session.present:
-            self._replay, self._replay_complete = [], False
+            self._replay = Replay(SESSION_ID)
             return
         await self._forget_everyone()
         self._decided.set()
         self._ready = True
 
-    async def _replayed(self, message: _Message) -> None:
-        event = _log_event(message)
-        if isinstance(event, Connected) and event.client_id == SESSION_ID:
-            message.settle()
-            await self._end_replay()
-            return
-        if isinstance(event, Ended | TakenOver) and event.client_id == SESSION_ID:
-            self._replay_complete = True  # the first line after the link left is here
-        assert self._replay is not None
-        self._replay.append(message)
-
     async def _end_replay(self) -> None:
-        replay, self._replay = self._replay or [], None
-        if self._replay_complete:
+        replay, self._replay = self._replay or Replay(SESSION_ID), None
+        if replay.complete:
             await self.link.adopt_online()
         else:
             logger.warning(
@@ -415,7 +198,7 @@ class MosquittoBroker:
             )
             await self._forget_everyone()
         self._decided.set()
-        for message in replay:
+        for message in replay.messages:
             message.settle_when_stored(await self._handle(message))
         self._ready = True
         self.link.broker_ready()
@@ -425,10 +208,10 @@ class MosquittoBroker:
         self._persistent.clear()
         self._foreign.clear()
 
-    async def _handle(self, message: _Message) -> Stored | None:
+    async def _handle(self, message: Message) -> Stored | None:
         """Take in one message; a device's is queued for the database (its future)."""
         if message.topic in mosquitto_log.TOPICS:
-            event = _log_event(message)
+            event = mosquitto_log.parse(message.topic, message.payload)
             if event is not None:
                 await self._logged(event)
             return None
@@ -471,7 +254,7 @@ class MosquittoBroker:
                 self.link.connection_ended(previous)
             return
         self._foreign.discard(serial_number)
-        device = await self._identity(serial_number, fresh=True)
+        device = await self._identities.of(serial_number, fresh=True)
         if device is None:
             return
         connection, previous = self.link.claim(device, event.address)
@@ -503,7 +286,7 @@ class MosquittoBroker:
         expired while the link was away): connected now, and taken as subscribed."""
         if client_id in self._foreign:
             return None
-        device = await self._identity(client_id)
+        device = await self._identities.of(client_id)
         if device is None:
             return None
         connection, _ = self.link.claim(device, "")
@@ -511,33 +294,6 @@ class MosquittoBroker:
         if subscribe:
             self.link.subscribed(client_id, topics.commands_topic(client_id))
         return connection
-
-    async def _identity(self, serial_number: str, *, fresh: bool = False) -> DeviceIdentity | None:
-        """The registered device of a client id (kept: ids and types do not change).
-        ``fresh``: a new login, looked up even if the id was unknown a moment ago (the
-        command that registered it commits just after the broker took the account)."""
-        if not is_serial_number(serial_number):
-            return None
-        known = self._identities.get(serial_number)
-        if known is not None:
-            return known
-        if not fresh and self._unknown.get(serial_number, 0.0) > monotonic():
-            return None
-        device = await self.link.find_device(serial_number)
-        if device is None:
-            if len(self._unknown) > 10_000:  # bounded: forget the lot, it only saves queries
-                self._unknown.clear()
-            self._unknown[serial_number] = monotonic() + UNKNOWN_FOR_S
-            return None
-        self._unknown.pop(serial_number, None)
-        self._identities[serial_number] = device
-        return device
-
-
-def _log_event(message: _Message) -> LogEvent | None:
-    if message.topic not in mosquitto_log.TOPICS:
-        return None
-    return mosquitto_log.parse(message.topic, message.payload)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

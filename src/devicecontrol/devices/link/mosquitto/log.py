@@ -3,7 +3,7 @@ who subscribed (the external-broker mode of contract §9, ``client.py``).
 
 With ``log_dest topic`` Mosquitto publishes each log line on a topic named by its level. The
 lines read here, as Mosquitto 2.0.11 writes them (each checked against the binary by
-``tests/devices/test_external_link.py``), after the timestamp of ``log_timestamp true``:
+``tests/devices/link/test_mosquitto_broker.py``), after the timestamp of ``log_timestamp true``:
 
 - ``$SYS/broker/log/N``: ``New client connected from 10.0.0.5:49152 as SN (p2, c1, k60,
   u'SN').``; ``Client SN disconnected.``, ``Client SN closed its connection.``, ``Client SN

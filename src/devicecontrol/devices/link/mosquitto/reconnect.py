@@ -1,0 +1,167 @@
+"""The link's connection to Mosquitto, kept up: connect (a new session subscribes to the
+log and the devices' topics), check that the broker publishes its log at all, and connect
+again with a growing delay whenever the connection is lost, logging the loss once.
+
+The check: a probe client connects and subscribes, and its two log lines must come back
+within ``LOG_CHECK_S``; a broker that does not publish its log would otherwise leave every
+device offline, silently. The first connection's failure is the link's one-line
+``LinkError``; later ones leave ``online`` as it was (unknown, not changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import aiomqtt
+
+from devicecontrol.config import MqttUrl
+from devicecontrol.devices.link.mosquitto import log as mosquitto_log
+from devicecontrol.devices.link.mosquitto.connection import (
+    one_line,
+    subscription_refused,
+    tls_context,
+)
+from devicecontrol.devices.link.mosquitto.dynsec import RESPONSE_TOPIC
+from devicecontrol.devices.link.mosquitto.log import Connected, LogEvent, Subscribed
+from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan, SessionClient
+from devicecontrol.devices.link.outage import Outage
+from devicecontrol.devices.link.ports import LinkError
+from devicecontrol.observability.logs import emit
+
+__all__ = ["PROBE_ID", "SESSION_ID", "KeptConnection"]
+
+SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
+PROBE_ID = f"{SESSION_ID}-probe"
+DEVICE_TOPICS = ("devices/+/state", "devices/+/commands/result")
+SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *DEVICE_TOPICS)
+TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
+LOG_CHECK_S = 10
+FIRST_RETRY_S = 1.0
+MAX_RETRY_S = 30.0
+logger = logging.getLogger("devicecontrol.devices.link")
+
+
+class KeptConnection:
+    """The link's session connection; ``client`` while connected. Everything the session
+    receives goes to ``inbox``; ``lost`` is called whenever a connection ends."""
+
+    def __init__(
+        self,
+        url: MqttUrl,
+        *,
+        ca_file: str | None,
+        keepalive_s: int,
+        inbox: asyncio.Queue[SessionBegan | Message],
+        lost: Callable[[], None],
+    ) -> None:
+        self.url = url
+        self.keepalive_s = keepalive_s
+        self.client: SessionClient | None = None
+        self._tls = tls_context(url, ca_file)
+        self._inbox = inbox
+        self._lost = lost
+        self._probe_lines: set[type[LogEvent]] = set()
+        self._probe_seen = asyncio.Event()
+        self._outage = Outage(
+            "the device link lost the MQTT broker at %s (%s); reconnecting, devices' online "
+            "left as it was meanwhile"
+        )
+
+    async def run(self, first: asyncio.Future[None]) -> None:
+        """Stay connected; ``first`` is done once the first connection is up (or failed,
+        with its ``LinkError``: then this returns)."""
+        delay = FIRST_RETRY_S
+        while True:
+            client = self._new_client()
+            try:
+                async with client:
+                    await self._begin(client)
+                    if not first.done():
+                        first.set_result(None)
+                    if self._outage.recovered():
+                        emit(logger, logging.INFO, {"event": "device_link_broker_back",
+                                                    "broker": str(self.url)})  # fmt: skip
+                    delay = FIRST_RETRY_S
+                    async for _ in client.messages:  # they go to the inbox: this waits
+                        pass
+            except (aiomqtt.MqttError, LinkError, TimeoutError) as exc:
+                reason = one_line(exc.__cause__ or exc)
+                if not first.done():
+                    if not isinstance(exc, LinkError):
+                        exc = LinkError(
+                            f"cannot connect to the MQTT broker at {self.url} "
+                            f"(DEVICECONTROL_MQTT_URL): {reason}"
+                        )
+                    first.set_exception(exc)
+                    return
+                self._outage.failed(self.url, reason, exc_info=False)
+            finally:
+                self.client = None
+                self._lost()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_S)
+
+    def _new_client(self) -> SessionClient:
+        return SessionClient(
+            self.url.host,
+            self.url.port,
+            identifier=SESSION_ID,
+            username=self.url.username,
+            password=self.url.password,
+            clean_session=False,
+            keepalive=self.keepalive_s,
+            tls_context=self._tls,
+            timeout=TIMEOUT_S,
+            inbox=self._inbox,
+            peek=self._peek,
+        )
+
+    async def _begin(self, client: SessionClient) -> None:
+        """A new session subscribes; then the probe checks that the log comes through."""
+        self.client = client
+        if not client.session_present:
+            granted = await client.subscribe([(topic, 1) for topic in SUBSCRIPTIONS])
+            refused = [
+                topic
+                for topic, code in zip(SUBSCRIPTIONS, granted, strict=True)
+                if subscription_refused(code)
+            ]
+            if refused:
+                raise LinkError(
+                    f"the MQTT broker at {self.url} does not let the service's user subscribe "
+                    f"to {', '.join(refused)} (its role: docs/OPERATIONS.md)"
+                )
+        self._probe_lines.clear()
+        self._probe_seen.clear()
+        async with aiomqtt.Client(
+            self.url.host,
+            self.url.port,
+            identifier=PROBE_ID,
+            username=self.url.username,
+            password=self.url.password,
+            clean_session=True,
+            tls_context=self._tls,
+            timeout=TIMEOUT_S,
+        ) as probe:
+            await probe.subscribe(RESPONSE_TOPIC, qos=0)
+        try:
+            async with asyncio.timeout(LOG_CHECK_S):
+                await self._probe_seen.wait()
+        except TimeoutError:
+            raise LinkError(
+                f"the MQTT broker at {self.url} does not publish its log of connections and "
+                "subscriptions on $SYS/broker/log (log_dest topic, log_type notice, subscribe "
+                "and unsubscribe, connection_messages true: docs/OPERATIONS.md)"
+            ) from None
+
+    def _peek(self, message: Message) -> None:
+        """The probe's lines, noticed on arrival: the log check must not wait for a long
+        replay to be taken in."""
+        if message.topic in (mosquitto_log.NOTICE, mosquitto_log.SUBSCRIBE):
+            event = mosquitto_log.parse(message.topic, message.payload)
+            if event is not None and event.client_id == PROBE_ID:
+                self._probe_lines.add(type(event))
+                if {Connected, Subscribed} <= self._probe_lines:
+                    self._probe_seen.set()
