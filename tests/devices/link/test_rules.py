@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from devicecontrol.clock import utcnow
 from devicecontrol.config import MqttUrl, Settings, ThrottleRule
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link import outbox as outbox_module
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
@@ -443,3 +446,95 @@ async def test_an_attempt_that_fails_is_logged_once_and_not_raised(caplog):
         "the device link's work fails",
         "the device link's work succeeds again",
     ]
+
+
+# --- deliveries -------------------------------------------------------------------------
+
+
+class Commands:
+    """The commands table, in memory, for the outbox: what each device has waiting, in
+    the order they were made; published ones are no longer queued."""
+
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.waiting: list[SimpleNamespace] = []
+        self.reads = asyncio.Event()  # cleared: a delivery waits in its read
+        self.reads.set()
+
+    def make(self, name: str) -> None:
+        expires_at = utcnow() + timedelta(minutes=5)
+        self.waiting.append(SimpleNamespace(id=len(self.waiting) + 1, name=name,
+                                            expires_at=expires_at))  # fmt: skip
+
+    async def read(self, runtime: Any, device: DeviceIdentity) -> list[SimpleNamespace]:
+        await self.reads.wait()
+        published = {payload for _, payload in self.broker.published}
+        return [c for c in self.waiting if c.name.encode() not in published]
+
+    def published(self) -> list[str]:
+        return [payload.decode() for _, payload in self.broker.published]
+
+
+@pytest.fixture
+def table(link, monkeypatch) -> Commands:
+    """The link's outbox on the in-memory table (its reads and marks), delivering for real
+    to the fake broker."""
+    table = Commands(link.broker)
+
+    async def mark_sent(runtime: Any, command: SimpleNamespace) -> bool:
+        return True
+
+    monkeypatch.setattr(outbox_module, "_deliverable", table.read)
+    monkeypatch.setattr(outbox_module, "_still_queued", table.read)
+    monkeypatch.setattr(outbox_module.commands, "mark_sent", mark_sent)
+    monkeypatch.setattr(outbox_module.commands, "delivery_payload", lambda c: c.name.encode())
+    del link.outbox.subscribed  # the real one again
+    return table
+
+
+async def test_a_subscription_gets_what_waits_in_the_order_it_was_made(link, table):
+    table.make("first")
+    table.make("second")
+    connect(link)
+    link.outbox.command_made(1)  # not subscribed yet: nothing goes
+    await link.mailbox.drained()
+    assert table.published() == []
+    link.subscribed(SERIAL, f"devices/{SERIAL}/commands")
+    await link.mailbox.drained()
+    assert table.published() == ["first", "second"]
+    assert {topic for topic, _ in link.broker.published} == {f"devices/{SERIAL}/commands"}
+
+
+async def test_commands_made_during_a_delivery_go_once_after_it(link, table):
+    table.make("first")
+    connect(link)
+    table.reads.clear()
+    link.subscribed(SERIAL, f"devices/{SERIAL}/commands")
+    await asyncio.sleep(0)  # the delivery waits in its read
+    table.make("second")
+    link.outbox.command_made(1)
+    link.outbox.command_made(1)
+    table.reads.set()
+    await link.mailbox.drained()
+    assert table.published() == ["first", "second"]
+
+
+async def test_a_delivery_that_failed_half_way_goes_again_once_the_broker_is_back(
+    link, table, caplog
+):
+    caplog.set_level(logging.INFO, logger="devicecontrol")
+    table.make("first")
+    connect(link)
+
+    async def out_of_reach(topic: str, payload: bytes) -> None:
+        raise ConnectionError("the MQTT broker is out of reach")
+
+    publish, link.broker.publish = link.broker.publish, out_of_reach
+    link.subscribed(SERIAL, f"devices/{SERIAL}/commands")
+    await link.mailbox.drained()
+    assert table.published() == []
+    link.broker.publish = publish
+    link.broker_ready()
+    await link.mailbox.drained()
+    assert table.published() == ["first"]
+    assert sum("work fails" in r.getMessage() for r in caplog.records) == 1
