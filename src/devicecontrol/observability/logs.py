@@ -194,17 +194,6 @@ def serve_logging_config(log_level: str, log_format: str) -> dict[str, Any]:
     }
 
 
-def link_logging_config(log_level: str, log_format: str) -> dict[str, Any]:
-    """``serve``'s, for the device link's process, with the loggers of amqtt (the device
-    endpoint's packet codec) held at WARNING (INFO when ``log_level`` is debug), never
-    DEBUG: at debug amqtt may write what devices send, CONNECT details included."""
-    config = serve_logging_config(log_level, log_format)
-    amqtt_level = "INFO" if log_level == "debug" else "WARNING"
-    config["loggers"]["amqtt"] = {"level": amqtt_level}
-    config["loggers"]["transitions"] = {"level": "WARNING"}  # amqtt's dependency
-    return config
-
-
 def configure_cli_logging(log_level: str, log_format: str) -> None:
     """The operators' commands write the service's records (audit lines) to stderr too."""
     logging.config.dictConfig(

@@ -13,7 +13,6 @@ import pytest
 
 from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.observability.logs import link_logging_config
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import SECRET, eventually, is_online, provision
 
@@ -70,10 +69,3 @@ async def test_unusable_tls_files_are_a_one_line_link_error(settings, tmp_path):
         await runtime.close()
     assert "\n" not in str(failed.value)
     assert "DEVICECONTROL_MQTT_TLS_CERT" in str(failed.value)
-
-
-@pytest.mark.parametrize("level", ["debug", "info", "warning"])
-def test_amqtt_never_logs_at_debug_level(level):
-    loggers = link_logging_config(level, "json")["loggers"]
-    assert loggers["amqtt"]["level"] == ("INFO" if level == "debug" else "WARNING")
-    assert loggers["devicecontrol"]["level"] == level.upper()

@@ -27,7 +27,7 @@ from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.devices.link.supervisor import READY
 from devicecontrol.observability import metrics
-from devicecontrol.observability.logs import link_logging_config
+from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.runtime import Runtime
 
 # the cyclic collector's thresholds in the link (the defaults are 700, 10, 10): see
@@ -103,7 +103,7 @@ def main() -> int:
     except SettingsError as exc:
         _say(str(exc))
         return 1
-    logging.config.dictConfig(link_logging_config(settings.log_level, settings.log_format))
+    logging.config.dictConfig(serve_logging_config(settings.log_level, settings.log_format))
     collect_garbage_for_a_fleet()
     return asyncio.run(_run(settings))
 
