@@ -147,7 +147,8 @@ def dynsec_mosquitto(workdir: Path) -> Iterator[DynsecMosquitto]:
     (workdir / "mosquitto.conf").write_text(
         f"listener {broker.port} 127.0.0.1\n{SERVICE_BROKER_SETTINGS}"
         f"plugin {DYNSEC_PLUGIN}\nplugin_opt_config_file {dynsec_file}\n"
-        f"persistence true\npersistence_location {workdir}/\n{run_as}",
+        f"persistence true\npersistence_location {workdir}/\n{run_as}"
+        f"log_dest file {workdir / 'mosquitto.log'}\n",
         encoding="utf-8",
     )
     broker.start()

@@ -180,6 +180,17 @@ async def refused(client: aiomqtt.Client) -> str:
     return str(refusal.value.rc)
 
 
+async def eventually_or_log(broker: DynsecMosquitto, server: Server, check: Any) -> None:
+    """``eventually`` within RECONNECT_S; its failure carries serve's and the broker's logs."""
+    try:
+        await eventually(check, within=RECONNECT_S)
+    except AssertionError as failed:
+        broker_log = (broker.workdir / "mosquitto.log").read_text(errors="replace")
+        raise AssertionError(
+            f"{failed}; serve's log:\n{server.stderr()}\nthe broker's log:\n{broker_log}"
+        ) from None
+
+
 # --- identity and topics ------------------------------------------------------------------
 
 
@@ -387,10 +398,8 @@ async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
         bearer = token(server)
         async with device(broker) as plug, device(broker, OTHER):
             await plug.subscribe(f"devices/{SERIAL}/commands", qos=1)
-            try:  # it failed once under load: what serve said tells why, next time
-                await eventually(lambda: online(sqlite_url, OTHER), within=RECONNECT_S)
-            except AssertionError as failed:
-                raise AssertionError(f"{failed}; serve's log:\n{server.stderr()}") from None
+            # it failed under load: what serve said tells why, next time
+            await eventually_or_log(broker, server, lambda: online(sqlite_url, OTHER))
             broker.stop()  # every connection ends, the link's too
             broker.start()
         async with device(broker) as plug:  # one device reconnects, the other does not
@@ -398,7 +407,7 @@ async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
             made = make_command(server, bearer, "off")
             assert (await next_command(plug, within=RECONNECT_S))["id"] == made
             assert await online(sqlite_url)
-            await eventually(lambda: offline(sqlite_url, OTHER), within=RECONNECT_S)
+            await eventually_or_log(broker, server, lambda: offline(sqlite_url, OTHER))
     assert server.stderr().count("lost the MQTT broker") == 1
 
 
