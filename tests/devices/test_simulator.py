@@ -118,7 +118,7 @@ async def test_stop_tasks_ends_a_device_that_swallowed_one_cancellation():
 
     task = asyncio.create_task(stubborn_device())
     await asyncio.sleep(0)
-    await stop_tasks([task])
+    await stop_tasks([task], patience_s=0.2)
     assert swallowed.is_set() and task.cancelled()
 
 

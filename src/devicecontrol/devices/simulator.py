@@ -183,12 +183,15 @@ async def _obey(client: aiomqtt.Client, credentials: DeviceCredentials, state: D
         await client.publish(topic, msgspec.json.encode(result), qos=1)
 
 
-async def stop_tasks(tasks: list[asyncio.Task[None]], *, attempts: int = 3) -> None:
+async def stop_tasks(
+    tasks: list[asyncio.Task[None]], *, attempts: int = 3, patience_s: float = CLIENT_TIMEOUT_S + 1
+) -> None:
     """Cancel running devices (or a device's jobs) and wait for them, cancelling again any
     still running.
 
     On Python 3.11 a cancellation that meets an MQTT operation's own timeout inside the
-    client library can be swallowed (``asyncio.timeout``); a second one ends the device.
+    client library can be swallowed (``asyncio.timeout``); a second one, ``patience_s``
+    later (an MQTT operation's own timeout, and a second), ends the device.
     """
     pending = {task for task in tasks if not task.done()}
     for _ in range(attempts):
@@ -196,7 +199,7 @@ async def stop_tasks(tasks: list[asyncio.Task[None]], *, attempts: int = 3) -> N
             return
         for task in pending:
             task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=CLIENT_TIMEOUT_S + 1)
+        _, pending = await asyncio.wait(pending, timeout=patience_s)
     if pending:
         raise RuntimeError(f"{len(pending)} simulated devices or jobs did not stop")
 
