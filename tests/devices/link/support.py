@@ -20,6 +20,7 @@ from typing import Any
 
 import aiomqtt
 import asyncpg
+import httpx
 import msgspec
 from amqtt.adapters import StreamReaderAdapter
 from amqtt.mqtt.connack import ConnackPacket
@@ -35,7 +36,8 @@ from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.runtime import Runtime
-from tests.factories import make_controller, make_user
+from tests.factories import CLIENT_ID, CLIENT_SECRET, PASSWORD, make_controller, make_user
+from tests.processes import Server
 
 SECRET = "device-secret-0123456789abcdef"
 DEADLINE_S = 5.0
@@ -238,3 +240,25 @@ class RawDevice:
                 return await self.reader.read(1) == b""
             except ConnectionResetError:
                 return True
+
+
+def served_token(server: Server, owner: str) -> str:
+    """A fresh access token of ``owner`` (the factories' app and password), from ``serve``."""
+    form = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+            "username": owner, "password": PASSWORD}  # fmt: skip
+    response = httpx.post(f"{server.base_url}/v1/auth/login", json=form, timeout=10)
+    assert response.status_code == 200, response.text
+    return str(response.json()["auth"]["access_token"])
+
+
+def switch_command(server: Server, token: str, serial: str, state: str) -> str:
+    """POST /v1/controllers/<serial>/commands, a plug's switch_on_off, on a connection of
+    its own (any worker's); the new command's id."""
+    response = httpx.post(
+        f"{server.base_url}/v1/controllers/{serial}/commands",
+        json={"name": "switch_on_off", "params": {"state": state}},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["command"]["id"])

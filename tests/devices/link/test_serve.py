@@ -29,11 +29,10 @@ from tests.devices.link.support import (
     is_offline,
     next_command,
     nothing_arrives,
+    served_token,
+    switch_command,
 )
 from tests.factories import (
-    CLIENT_ID,
-    CLIENT_SECRET,
-    PASSWORD,
     make_client,
     make_controller,
     make_user,
@@ -78,26 +77,6 @@ def plug(port: int) -> aiomqtt.Client:
     )
 
 
-def access_token(server: Server) -> str:
-    form = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-            "username": OWNER, "password": PASSWORD}  # fmt: skip
-    response = httpx.post(f"{server.base_url}/v1/auth/login", json=form, timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()["auth"]["access_token"]
-
-
-def make_command(server: Server, token: str, state: str) -> str:
-    """POST /v1/controllers/<sn>/commands on a connection of its own (any worker's)."""
-    response = httpx.post(
-        f"{server.base_url}/v1/controllers/{SERIAL}/commands",
-        json={"name": "switch_on_off", "params": {"state": state}},
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=10,
-    )
-    assert response.status_code == 201, response.text
-    return response.json()["command"]["id"]
-
-
 def link_processes(server: Server) -> list[int]:
     """The pids of serve's process group that run the device link."""
     found = []
@@ -136,8 +115,8 @@ async def test_two_workers_run_one_broker_and_commands_from_any_worker_reach_the
         assert len(link_processes(server)) == 1
         async with plug(port) as device:
             await device.subscribe(COMMANDS, qos=1)
-            token = access_token(server)
-            made = [make_command(server, token, state) for state in ("on", "off") * 3]
+            token = served_token(server, OWNER)
+            made = [switch_command(server, token, SERIAL, state) for state in ("on", "off") * 3]
             received = [(await next_command(device))["id"] for _ in made]
             assert received == made
             await device.publish(f"devices/{SERIAL}/state", b'{"relay_state": "off"}')
@@ -174,8 +153,8 @@ async def test_a_restart_of_serve_delivers_the_commands_queued_meanwhile(databas
     await provision(database_url)
     port, env = mqtt_environment()
     with running_server(database_url, tmp_path, env=env, device_link=True) as server:
-        token = access_token(server)
-        made = [make_command(server, token, state) for state in ("on", "off")]
+        token = served_token(server, OWNER)
+        made = [switch_command(server, token, SERIAL, state) for state in ("on", "off")]
     with running_server(database_url, tmp_path, env=env, device_link=True):
         async with plug(port) as device:
             await nothing_arrives(device, within=0.3)
@@ -269,7 +248,7 @@ async def test_commands_and_results_are_pushed_between_processes_not_swept(datab
     with running_server(
         database_url, tmp_path, "--workers", "2", env=env, device_link=True
     ) as server:
-        token = access_token(server)
+        token = served_token(server, OWNER)
         async with plug(port) as device:
             await device.subscribe(COMMANDS, qos=1)
             answering = asyncio.create_task(answer_every_command(device))
