@@ -138,7 +138,7 @@ class MosquittoBroker:
             await self._end_replay()
 
     async def publish(self, topic: str, payload: bytes) -> None:
-        client = self._connection.client
+        client = await self._connection.connected_client(TIMEOUT_S)
         if client is None:
             raise aiomqtt.MqttError("the MQTT broker is out of reach")
         await client.publish(topic, payload, qos=1)

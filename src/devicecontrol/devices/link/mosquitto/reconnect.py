@@ -11,6 +11,7 @@ device offline, silently. The first connection's failure is the link's one-line
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -59,6 +60,7 @@ class KeptConnection:
         self.url = url
         self.keepalive_s = keepalive_s
         self.client: SessionClient | None = None
+        self._up = asyncio.Event()  # set while ``client`` is
         self._tls = tls_context(url, ca_file)
         self._inbox = inbox
         self._lost = lost
@@ -99,6 +101,7 @@ class KeptConnection:
                 self._outage.failed(self.url, reason, exc_info=False)
             finally:
                 self.client = None
+                self._up.clear()
                 self._lost()
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_S)
@@ -118,9 +121,20 @@ class KeptConnection:
             peek=self._peek,
         )
 
+    async def connected_client(self, within_s: float) -> SessionClient | None:
+        """The client, waiting up to ``within_s`` for a connection being made. The broker's
+        CONNACK starts the session's replay, which can end (and the outbox deliver) before
+        the connection's context is entered and ``client`` is set."""
+        if self.client is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within_s):
+                    await self._up.wait()
+        return self.client
+
     async def _begin(self, client: SessionClient) -> None:
         """A new session subscribes; then the probe checks that the log comes through."""
         self.client = client
+        self._up.set()
         if not client.session_present:
             granted = await client.subscribe([(topic, 1) for topic in SUBSCRIPTIONS])
             refused = [
