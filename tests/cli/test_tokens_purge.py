@@ -23,7 +23,7 @@ from devicecontrol.database.tables import (
     refresh_tokens,
     throttle_failures,
 )
-from devicecontrol.devices import repository as devices_repository
+from devicecontrol.devices.commands import repository as commands_repository
 from devicecontrol.devices.readings import repository as readings_repository
 from devicecontrol.housekeeping import purge as housekeeping
 from devicecontrol.runtime import Runtime
@@ -139,7 +139,7 @@ async def seed_command(
     created = expires_at - HOUR
     finished = status in ("succeeded", "failed")
     async with runtime.database.write() as connection:
-        row = await devices_repository.insert_command(
+        row = await commands_repository.insert_command(
             connection,
             {
                 "public_id": secrets.token_hex(12),

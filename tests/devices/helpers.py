@@ -12,6 +12,7 @@ from sqlalchemy import Row, select
 from devicecontrol.clock import utcnow
 from devicecontrol.database.tables import commands as commands_table
 from devicecontrol.devices import repository
+from devicecontrol.devices.commands import repository as commands_repository
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.readings import repository as readings_repository
 from devicecontrol.devices.readings.repository import ArrivedReading
@@ -49,7 +50,7 @@ async def command_rows(runtime: Runtime, serial_number: str) -> list[Row]:
     device = await device_row(runtime, serial_number)
     async with runtime.database.read() as connection:
         query = (
-            select(*repository.COMMAND_COLUMNS)
+            select(*commands_repository.COMMAND_COLUMNS)
             .where(commands_table.c.controller_id == device.id)
             .order_by(commands_table.c.id)
         )
@@ -60,7 +61,7 @@ async def deliver(runtime: Runtime, serial_number: str, public_id: str) -> Row:
     """The link publishes the command to the device (``sent``)."""
     device = await device_row(runtime, serial_number)
     async with runtime.database.read() as connection:
-        command = await repository.find_command(connection, device.id, public_id)
+        command = await commands_repository.find_command(connection, device.id, public_id)
     assert command is not None and await commands.mark_sent(runtime, command)
     return command
 

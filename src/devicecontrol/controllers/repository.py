@@ -36,7 +36,7 @@ from devicecontrol.database.tables import (
     schedules,
 )
 from devicecontrol.devices.catalogue import MELISSA, SEND_IR_CODE
-from devicecontrol.devices.repository import last_params_of_current_owner
+from devicecontrol.devices.commands.repository import last_params_of_current_owner
 
 PUBLIC_COLUMNS = (
     controllers.c.user_id,

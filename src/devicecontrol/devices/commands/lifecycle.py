@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from devicecontrol.database.engine import Writer
-from devicecontrol.devices import repository
+from devicecontrol.devices.commands import repository
 from devicecontrol.devices.commands.status import (
     EXPIRED,
     FAILED,

@@ -25,6 +25,7 @@ from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices import repository
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands import lifecycle
+from devicecontrol.devices.commands import repository as commands_repository
 from devicecontrol.devices.commands import status as command_status
 from devicecontrol.errors import NotFound, TooManyRequests
 from devicecontrol.notifications import COMMAND_MADE, Change
@@ -115,12 +116,15 @@ async def insert_queued(
     transaction (automations claim their firing in the same one); once it commits, the
     caller announces it (``announce_made``). TooManyRequests past MAX_UNFINISHED."""
     now = utcnow()
-    if await repository.count_unfinished(connection, device.controller_id, now) >= MAX_UNFINISHED:
+    if (
+        await commands_repository.count_unfinished(connection, device.controller_id, now)
+        >= MAX_UNFINISHED
+    ):
         raise TooManyRequests(
             f"The controller has {MAX_UNFINISHED} unfinished commands; wait for them.",
             retry_after_s=5,
         )
-    return await repository.insert_command(
+    return await commands_repository.insert_command(
         connection,
         {
             "public_id": secrets.token_hex(12),
@@ -142,7 +146,9 @@ async def announce_made(runtime: Runtime, command: Row[Any]) -> None:
 
 async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row[Any]:
     async with runtime.database.read() as connection:
-        command = await repository.find_command(connection, device.controller_id, public_id)
+        command = await commands_repository.find_command(
+            connection, device.controller_id, public_id
+        )
     if command is None or command.assignment_id != device.assignment_id:
         raise NotFound(f"No command {public_id} of this controller is yours.")
     return command
@@ -178,12 +184,12 @@ async def wait_until_finished(
 
 async def list_commands(runtime: Runtime, device: OwnedDevice, paging: PageRequest) -> Page:
     async with runtime.database.read() as connection:
-        total = await repository.count_commands(
+        total = await commands_repository.count_commands(
             connection, device.controller_id, device.assignment_id
         )
         rows = []
         if paging.offset < total:  # past the end (or past what OFFSET holds): no query
-            rows = await repository.list_commands(
+            rows = await commands_repository.list_commands(
                 connection,
                 device.controller_id,
                 device.assignment_id,
@@ -258,7 +264,7 @@ async def record_result(
     now = utcnow()
     async with runtime.database.write() as connection:
         await repository.touch_last_seen(connection, controller_id, now)  # heard from it
-        command = await repository.find_command(connection, controller_id, public_id)
+        command = await commands_repository.find_command(connection, controller_id, public_id)
         if command is None:
             return ResultOutcome(None, "unknown_command")
         moved = await lifecycle.transition(

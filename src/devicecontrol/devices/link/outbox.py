@@ -28,7 +28,8 @@ from typing import Any
 from sqlalchemy import Row
 
 from devicecontrol.clock import monotonic, utcnow
-from devicecontrol.devices import repository, topics
+from devicecontrol.devices import topics
+from devicecontrol.devices.commands import repository
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.mailbox import Mailbox
