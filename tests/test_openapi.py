@@ -55,6 +55,8 @@ EXPECTED_STATUSES = {
     ("get", COMMANDS): {200, 400, 401, 404, 503},
     ("get", f"{COMMANDS}/{{command_id}}"): {200, 401, 404, 503},
     ("get", f"{SN}/readings"): {200, 400, 401, 404, 503},
+    ("get", "/v1/controllers/events"): {200, 401, 429, 503},
+    ("get", f"{SN}/events"): {200, 401, 404, 429, 503},
     # contract §12
     ("get", "/v1/geofences"): {200, 400, 401, 503},
     ("post", "/v1/geofences"): {201, 400, 401, 404, 413, 415, 503},
@@ -172,7 +174,8 @@ def test_each_operation_documents_hal_success_and_problem_errors(document, metho
     responses = {int(status): response for status, response in operation["responses"].items()}
     assert set(responses) == EXPECTED_STATUSES[(method, path)]
     success = 201 if (method, path) in CREATED | CREATED_MAYBE_LOCATED else 200
-    assert set(responses[success]["content"]) == {HAL}
+    streams = path.endswith("/events")  # contract §11: Server-Sent Events
+    assert set(responses[success]["content"]) == {"text/event-stream" if streams else HAL}
     if success == 201:
         located = (method, path) in CREATED
         assert responses[201]["headers"]["Location"]["required"] is located

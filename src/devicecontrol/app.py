@@ -29,6 +29,8 @@ from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.devices.asyncapi import asyncapi_json
 from devicecontrol.devices.routes import DevicesController, ProviderController
 from devicecontrol.errors import NotFound
+from devicecontrol.events.hub import Hub
+from devicecontrol.events.routes import NO_COMPRESSION, EventsController
 from devicecontrol.hot_reads import HotReads
 from devicecontrol.housekeeping.purge import purge_periodically
 from devicecontrol.http.openapi import (
@@ -46,10 +48,13 @@ from devicecontrol.users.routes import UsersController
 
 MAX_BODY_BYTES = 64 * 1024
 GZIP_MINIMUM_BYTES = 1024
-COMPRESSION = CompressionConfig(backend="gzip", minimum_size=GZIP_MINIMUM_BYTES)
+COMPRESSION = CompressionConfig(
+    backend="gzip", minimum_size=GZIP_MINIMUM_BYTES, exclude_opt_key=NO_COMPRESSION
+)
 API_CONTROLLERS = [
     AuthController,
     UsersController,
+    EventsController,  # before ControllersController: /controllers/events is not a serial
     ControllersController,
     DevicesController,
     ProviderController,
@@ -173,6 +178,16 @@ def create_app(
         async with pool_sampling(runtime.database):
             yield
 
+    event_hub = Hub(runtime)
+
+    @contextlib.asynccontextmanager
+    async def live_events(_: Litestar) -> AsyncIterator[None]:
+        await event_hub.start()
+        try:
+            yield
+        finally:
+            await event_hub.close()
+
     @contextlib.asynccontextmanager
     async def scheduled_purge(_: Litestar) -> AsyncIterator[None]:
         task = asyncio.create_task(purge_periodically(runtime.database, runtime.settings))
@@ -210,6 +225,7 @@ def create_app(
         request_max_body_size=MAX_BODY_BYTES,
         openapi_config=openapi_config(),
         lifespan=[
+            live_events,
             scheduled_purge,
             *([run_schedules] if schedule_runner else []),
             sampled_pools,
@@ -220,6 +236,7 @@ def create_app(
         debug=False,
     )
     app.state.runtime = runtime
+    app.state.event_hub = event_hub
     handler = app.asgi_handler
     if hot_reads:  # the polled reads, without the framework's per-request work
         handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)

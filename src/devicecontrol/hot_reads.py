@@ -53,6 +53,7 @@ HotAnswer = Callable[[Runtime, str | None, "HotRequest"], Awaitable[tuple[Caller
 LIST_PARAMETERS = frozenset({b"type", b"mac", b"page", b"page_size"})
 # the longest filter value Litestar's QueryParameter(max_length=64) lets through
 MAX_FILTER_LENGTH = 64
+EVENTS = "events"  # /controllers/events is the streams' route (events/routes.py), not a serial
 CONTENT_TYPE = (b"content-type", HAL_JSON.encode())
 logger = logging.getLogger("devicecontrol.hot_reads")
 
@@ -194,7 +195,7 @@ class HotReads:
             prefix, separator, serial_number = path.rpartition("/controllers/")
             if not separator or prefix not in CONTROLLER_ROUTES:
                 return None
-            if not is_serial_number(serial_number):
+            if not is_serial_number(serial_number) or serial_number == EVENTS:
                 return None  # the 404 is Litestar's (and a "/" in it is another route)
             route, argument = CONTROLLER_ROUTES[prefix], serial_number
         if route.method != scope.get("method") or b"%" in (scope.get("raw_path") or b"%"):

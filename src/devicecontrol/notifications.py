@@ -1,9 +1,10 @@
-"""Changes announced to every process on one database: a command made, a command finished.
+"""Changes announced to every process on one database: a command made, a command finished,
+the events' log grown (events/log.py).
 
 Why: the device link must hear at once of a command any HTTP worker made, and a request
 waiting for a result (``?wait``, ``/provider/send``) of the result the link stored, with
 no polling interval in between (contract §9, Commands). The live events of contract §11
-are to ride the same announcements. An announcement carries ids only and follows the
+ride the same announcements. An announcement carries ids only and follows the
 commit; whoever hears it reads the database. So a lost one costs the listener's slow
 safety sweep (``DEVICECONTROL_COMMAND_SWEEP``), never a wrong answer.
 
@@ -35,6 +36,8 @@ from sqlalchemy.engine import make_url
 CHANNEL = "devicecontrol"
 COMMAND_MADE = "command_made"
 COMMAND_FINISHED = "command_finished"
+EVENTS_LOGGED = "events_logged"  # subject: the newest position of the events' log
+KINDS = (COMMAND_MADE, COMMAND_FINISHED, EVENTS_LOGGED)
 RECONNECT_S = 1.0
 CONNECT_TIMEOUT_S = 1.0
 logger = logging.getLogger("devicecontrol.notifications")
@@ -42,20 +45,21 @@ logger = logging.getLogger("devicecontrol.notifications")
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """What changed: ``kind`` of a command ``command_id`` of controller ``controller_id``."""
+    """What changed: ``kind`` of ``subject_id`` (a command's id; for EVENTS_LOGGED, a
+    position of the events' log) of controller ``controller_id`` (0 when none)."""
 
     kind: str
     controller_id: int
-    command_id: int
+    subject_id: int
 
     def encode(self) -> str:
-        return f"{self.kind} {self.controller_id} {self.command_id}"
+        return f"{self.kind} {self.controller_id} {self.subject_id}"
 
     @classmethod
     def decode(cls, text: str) -> Change | None:
         """None for anything that is not an announcement of ours."""
         parts = text.split(" ")
-        if len(parts) != 3 or parts[0] not in (COMMAND_MADE, COMMAND_FINISHED):
+        if len(parts) != 3 or parts[0] not in KINDS:
             return None
         try:
             return cls(parts[0], int(parts[1]), int(parts[2]))
@@ -123,7 +127,7 @@ class Changes:
         event = asyncio.Event()
 
         def hear(change: Change) -> None:
-            if change.kind == COMMAND_FINISHED and change.command_id == command_id:
+            if change.kind == COMMAND_FINISHED and change.subject_id == command_id:
                 event.set()
 
         self.add_listener(hear)

@@ -62,7 +62,7 @@ async def deliver(runtime: Runtime, serial_number: str, public_id: str) -> Row:
     device = await device_row(runtime, serial_number)
     async with runtime.database.read() as connection:
         command = await commands_repository.find_command(connection, device.id, public_id)
-    assert command is not None and await commands.mark_sent(runtime, command)
+    assert command is not None and await commands.mark_sent(runtime, serial_number, command)
     return command
 
 
@@ -73,7 +73,7 @@ async def answer(
     device = await device_row(runtime, serial_number)
     await deliver(runtime, serial_number, public_id)
     outcome = await commands.record_result(
-        runtime, device.id, {"id": public_id, "status": status, **fields}
+        runtime, device.id, serial_number, {"id": public_id, "status": status, **fields}
     )
     assert outcome.dropped is None, outcome
 

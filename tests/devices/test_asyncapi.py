@@ -106,7 +106,7 @@ async def test_the_result_schema_is_what_the_service_takes(runtime, result, acce
     await make_controller(runtime, "PLUG-9")
     async with runtime.database.read() as connection:
         device = await repository.find_device(connection, "PLUG-9")
-    outcome = await commands.record_result(runtime, device.id, result)
+    outcome = await commands.record_result(runtime, device.id, "PLUG-9", result)
     # a well-formed result of an unknown command is dropped for that reason, not as malformed
     assert (outcome.dropped != "malformed") is accepted
     assert valid("result", result) is accepted

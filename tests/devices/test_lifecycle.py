@@ -51,15 +51,21 @@ async def test_queued_then_sent_then_succeeded_and_then_nothing_changes(runtime,
     _, owned = device
     command = await new_command(runtime, owned)
     assert await status_of(runtime, owned, command) == "queued"
-    assert await commands.mark_sent(runtime, command)
+    assert await commands.mark_sent(runtime, owned.serial_number, command)
     assert await status_of(runtime, owned, command) == "sent"
     done = await commands.record_result(
-        runtime, owned.controller_id, {"id": command.public_id, "status": "succeeded"}
+        runtime,
+        owned.controller_id,
+        owned.serial_number,
+        {"id": command.public_id, "status": "succeeded"},
     )
     assert done.dropped is None
     assert await status_of(runtime, owned, command) == "succeeded"
     late = await commands.record_result(
-        runtime, owned.controller_id, {"id": command.public_id, "status": "failed"}
+        runtime,
+        owned.controller_id,
+        owned.serial_number,
+        {"id": command.public_id, "status": "failed"},
     )
     assert late.dropped == "late_result"
     assert await status_of(runtime, owned, command) == "succeeded"
@@ -68,7 +74,7 @@ async def test_queued_then_sent_then_succeeded_and_then_nothing_changes(runtime,
 async def test_an_unknown_or_malformed_result_is_dropped(runtime, device):
     _, owned = device
     unknown = await commands.record_result(
-        runtime, owned.controller_id, {"id": "nope", "status": "succeeded"}
+        runtime, owned.controller_id, owned.serial_number, {"id": "nope", "status": "succeeded"}
     )
     assert unknown.dropped == "unknown_command"
     command = await new_command(runtime, owned)
@@ -78,7 +84,9 @@ async def test_an_unknown_or_malformed_result_is_dropped(runtime, device):
         {"id": command.public_id, "status": "failed", "error": 7},
         {"status": "failed"},
     ):
-        outcome = await commands.record_result(runtime, owned.controller_id, bad)
+        outcome = await commands.record_result(
+            runtime, owned.controller_id, owned.serial_number, bad
+        )
         assert outcome.dropped == "malformed", bad
     assert await status_of(runtime, owned, command) == "queued"
 
@@ -90,9 +98,12 @@ async def test_a_command_past_its_time_shows_expired_and_is_never_sent(runtime, 
     assert await status_of(runtime, owned, command) == "queued"
     clock.advance(1)
     assert await status_of(runtime, owned, command) == "expired"
-    assert not await commands.mark_sent(runtime, command)
+    assert not await commands.mark_sent(runtime, owned.serial_number, command)
     result = await commands.record_result(
-        runtime, owned.controller_id, {"id": command.public_id, "status": "succeeded"}
+        runtime,
+        owned.controller_id,
+        owned.serial_number,
+        {"id": command.public_id, "status": "succeeded"},
     )
     assert result.dropped == "late_result"
     assert await status_of(runtime, owned, command) == "expired"
@@ -102,11 +113,14 @@ async def test_a_hand_over_fails_the_old_ownerships_unfinished_commands(runtime,
     user_id, owned = device
     queued = await new_command(runtime, owned)
     sent = await new_command(runtime, owned)
-    assert await commands.mark_sent(runtime, sent)
+    assert await commands.mark_sent(runtime, owned.serial_number, sent)
     finished = await new_command(runtime, owned)
-    await commands.mark_sent(runtime, finished)
+    await commands.mark_sent(runtime, owned.serial_number, finished)
     await commands.record_result(
-        runtime, owned.controller_id, {"id": finished.public_id, "status": "succeeded"}
+        runtime,
+        owned.controller_id,
+        owned.serial_number,
+        {"id": finished.public_id, "status": "succeeded"},
     )
     await controllers_service.reassign_controller(
         runtime, user_id, SERIAL, new_owner="bob@example.com"
@@ -119,7 +133,10 @@ async def test_a_hand_over_fails_the_old_ownerships_unfinished_commands(runtime,
         )
     # a result arriving after the hand-over changes nothing
     late = await commands.record_result(
-        runtime, owned.controller_id, {"id": sent.public_id, "status": "succeeded"}
+        runtime,
+        owned.controller_id,
+        owned.serial_number,
+        {"id": sent.public_id, "status": "succeeded"},
     )
     assert late.dropped == "late_result"
 
@@ -147,7 +164,7 @@ async def test_expire_all_overdue_stores_what_reads_already_show(runtime, device
     command = await new_command(runtime, owned, ttl_s=1)
     clock.advance(2)
     async with runtime.database.write() as connection:
-        assert await lifecycle.expire_all_overdue(connection, now=utcnow()) == 1
+        assert len(await lifecycle.expire_all_overdue(connection, now=utcnow())) == 1
     row = await commands.get_command(runtime, owned, command.public_id)
     assert row.status == "expired"
     assert row.completed_at == command.expires_at

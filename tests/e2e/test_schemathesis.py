@@ -31,8 +31,14 @@ CHECKS = (
     "response_headers_conformance",
     "negative_data_rejection",
 )
-MAX_EXAMPLES = 30  # per operation; 30 operations on each backend
+# examples per operation (30 operations). Fewer on PostgreSQL: what the checks hold (status
+# codes, media types, schemas, invalid requests refused) is decided before any query, the
+# same on both backends; what differs by backend, hostile values reaching the database
+# (NUL, numbers out of range, over-long text...), tests/test_hostile_input.py sends on both,
+# value by value. The PostgreSQL half still catches a 5xx that only its driver raises.
+MAX_EXAMPLES = {"sqlite": 30, "postgresql": 10}
 SEED = 20261121
+STREAMS = r"/events$"
 FUZZ_TIMEOUT_S = 240
 
 
@@ -41,7 +47,7 @@ def demo_token(base_url: str) -> str:
         return tokens(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD)["access_token"]
 
 
-def schemathesis_command(base_url: str, token: str, har: Path) -> list[str]:
+def schemathesis_command(base_url: str, token: str, har: Path, max_examples: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -54,13 +60,17 @@ def schemathesis_command(base_url: str, token: str, har: Path) -> list[str]:
         "--checks",
         ",".join(CHECKS),
         "--max-examples",
-        str(MAX_EXAMPLES),
+        str(max_examples),
         "--seed",
         str(SEED),
         "--workers",
         "1",
         "--generation-database",
         "none",
+        # the event streams never end (they are read as a client reads them, in
+        # tests/events/): a request-and-response fuzzer would wait out its timeout on each
+        "--exclude-path-regex",
+        STREAMS,
         "--request-timeout",
         "10",
         "--report",
@@ -71,8 +81,13 @@ def schemathesis_command(base_url: str, token: str, har: Path) -> list[str]:
 
 
 def documented_operations(base_url: str) -> int:
+    """The operations schemathesis tries: every documented one but the streams."""
     document = httpx.get(f"{base_url}/openapi.json", timeout=10).json()
-    return sum(len(path_item) for path_item in document["paths"].values())
+    return sum(
+        len(path_item)
+        for path, path_item in document["paths"].items()
+        if not re.search(STREAMS, path)
+    )
 
 
 def sent(har: Path) -> list[tuple[str, str, str | None, int]]:
@@ -89,10 +104,11 @@ def sent(har: Path) -> list[tuple[str, str, str | None, int]]:
     ]
 
 
-def test_schemathesis_finds_nothing_against_the_served_document(database_url, tmp_path):
+def test_schemathesis_finds_nothing_against_the_served_document(backend, database_url, tmp_path):
     har = tmp_path / "fuzz.har"
     with running_server(database_url, tmp_path, "--demo", device_link=True) as server:
-        command = schemathesis_command(server.base_url, demo_token(server.base_url), har)
+        token = demo_token(server.base_url)
+        command = schemathesis_command(server.base_url, token, har, MAX_EXAMPLES[backend])
         operations = documented_operations(server.base_url)
         done = subprocess.run(
             command,

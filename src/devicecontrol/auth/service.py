@@ -245,7 +245,7 @@ async def revoke(
         runtime.token_cache.forget_all()
 
 
-def _unknown_token() -> Unauthenticated:
+def unknown_token() -> Unauthenticated:
     return Unauthenticated("The access token is unknown, expired or revoked.", invalid_token=True)
 
 
@@ -256,7 +256,7 @@ def bearer_token_digest(authorization: str | None) -> str:
         raise Unauthenticated("A bearer access token is required.", invalid_token=False)
     credential = credential.strip()
     if len(credential) != 2 * tokens.TOKEN_BYTES:
-        raise _unknown_token()
+        raise unknown_token()
     return tokens.digest(credential)
 
 
@@ -268,7 +268,7 @@ async def authenticate_bearer(runtime: Runtime, authorization: str | None) -> Ca
         async with runtime.database.read() as connection:
             live = await repository.find_live_access_token(connection, token_digest, utcnow())
         if live is None:
-            raise _unknown_token()
+            raise unknown_token()
         user_id = live.user_id
         runtime.token_cache.remember(token_digest, live.user_id, live.expires_at)
     return Caller(user_id=user_id)
@@ -299,6 +299,6 @@ async def authenticate_bearer_reading(
     async with runtime.database.read() as connection:
         row = await read(connection, token_digest, utcnow())
     if row is None:
-        raise _unknown_token()
+        raise unknown_token()
     runtime.token_cache.remember(token_digest, row.token_user_id, row.token_expires_at)
     return Caller(user_id=row.token_user_id), row

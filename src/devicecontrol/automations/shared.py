@@ -113,6 +113,7 @@ async def owned_device_now(
     query = (
         select(
             controllers.c.id,
+            controllers.c.serial_number,
             controllers.c.type,
             controllers.c.online,
             ACTIVE_ASSIGNMENT.label("assignment_id"),
@@ -128,4 +129,4 @@ async def owned_device_now(
     row = (await connection.execute(query)).first()
     if row is None or row.assignment_id is None:
         return None
-    return OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online))
+    return OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online), row.serial_number)

@@ -20,7 +20,10 @@ from devicecontrol.database.engine import Writer
 from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices import service as devices
 from devicecontrol.devices.commands import lifecycle
+from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.commands.lifecycle import OWNER_CHANGED
 from devicecontrol.errors import Conflict, Forbidden, InvalidField, NotFound, Unprocessable
+from devicecontrol.events import log as events_log
 from devicecontrol.http.paging import page_request
 from devicecontrol.observability.audit import AuditEvent
 from devicecontrol.runtime import Runtime
@@ -30,6 +33,7 @@ from devicecontrol.users.repository import find_active_user_id
 
 # OFFSET is a signed 64-bit integer on both databases
 LARGEST_SQL_OFFSET = 2**63 - 1
+RELEASED = "released"  # why a stream loses a controller its owner released
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +177,9 @@ async def assign_controller(
     Wrong or missing claim codes are counted per controller and per user, and throttled.
     """
     with _audited("assign", user_id) as event:
-        return await _assign(runtime, user_id, serial_number, event, claim_code=claim_code)
+        record = await _assign(runtime, user_id, serial_number, event, claim_code=claim_code)
+    await events_log.announce(runtime.changes)
+    return record
 
 
 async def _assign(
@@ -199,13 +205,15 @@ async def _assign(
             if refusal is None:
                 if not await repository.claim_if_unowned(connection, controller.id, user_id):
                     raise Conflict(f"Controller {serial_number} belongs to another account.")
-                return await repository.insert_assignment(
+                record = await repository.insert_assignment(
                     connection,
                     controller,
                     user_id=user_id,
                     room_id=controller.room_id,
                     now=utcnow(),
                 )
+                await _log_owner_change(connection, controller, [], None, user_id)
+                return record
             # counted in the transaction that checked the limit, under its locks: concurrent
             # guesses cannot all pass the check before one of them is counted (throttling)
             await throttling.record_failures(connection, [s for s, _ in throttles], utcnow())
@@ -219,7 +227,9 @@ async def reassign_controller(
 ) -> Row:
     """Hand the caller's controller to another active account, closing the current record."""
     with _audited("reassign", user_id) as event:
-        return await _reassign(runtime, user_id, serial_number, event, new_owner=new_owner)
+        record = await _reassign(runtime, user_id, serial_number, event, new_owner=new_owner)
+    await events_log.announce(runtime.changes)
+    return record
 
 
 async def _reassign(
@@ -251,10 +261,12 @@ async def _reassign(
             await repository.close_active_assignment(connection, controller.id, now)
             await repository.delete_automations(connection, controller.id)
             # a command belongs to the ownership it was made under (contract §9)
-            await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
-            return await repository.insert_assignment(
+            failed = await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
+            record = await repository.insert_assignment(
                 connection, controller, user_id=target_id, room_id=None, now=now
             )
+            await _log_owner_change(connection, controller, failed, user_id, target_id)
+            return record
     except IntegrityError:
         raise Conflict(f"Controller {serial_number} changed hands meanwhile; try again.") from None
 
@@ -265,7 +277,9 @@ async def release_controller(runtime: Runtime, user_id: int, serial_number: str)
     Its room goes with the owner, as on a reassign; a claim code, if any, still applies.
     """
     with _audited("release", user_id) as event:
-        return await _release(runtime, user_id, serial_number, event)
+        record = await _release(runtime, user_id, serial_number, event)
+    await events_log.announce(runtime.changes)
+    return record
 
 
 async def _release(runtime: Runtime, user_id: int, serial_number: str, event: AuditEvent) -> Row:
@@ -281,8 +295,32 @@ async def _release(runtime: Runtime, user_id: int, serial_number: str, event: Au
             raise _not_yours(serial_number)
         now = utcnow()
         await repository.delete_automations(connection, controller.id)
-        await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
-        return await repository.close_assignment(connection, record.id, now)
+        failed = await lifecycle.fail_all_for_owner_change(connection, controller.id, now=now)
+        closed = await repository.close_assignment(connection, record.id, now)
+        await _log_owner_change(connection, controller, failed, user_id, None)
+        return closed
+
+
+async def _log_owner_change(
+    connection: Writer,
+    controller: Row,
+    failed: list[Row],
+    old_owner: int | None,
+    new_owner: int | None,
+) -> None:
+    """The events of an owner change, last in its transaction (events/log.py): the old
+    ownership's commands failed, then the old owner's streams lose the controller and the
+    new owner's gain it."""
+    serial_number = controller.serial_number
+    changes = [commands.command_event(serial_number, command) for command in failed]
+    if old_owner is not None:
+        reason = OWNER_CHANGED if new_owner is not None else RELEASED
+        changes.append(events_log.lost(controller.id, serial_number, old_owner, reason))
+    if new_owner is not None:
+        changes.append(
+            events_log.gained(controller.id, serial_number, new_owner, bool(controller.online))
+        )
+    await events_log.append(connection, changes)
 
 
 async def assignment_history(

@@ -270,3 +270,32 @@ schedules = Table(
     Index("ix_schedules_user_id_id", "user_id", "id"),
     Index("ix_schedules_next_fire_at", "next_fire_at"),
 )
+
+# what the live streams send (contract §11), in commit order: ``id`` is an event's position,
+# the SSE ``id`` and what ``Last-Event-ID`` names. Kept for EVENT_RETENTION (events/log.py)
+events = Table(
+    "events",
+    metadata,
+    Column("id", RowId, primary_key=True),
+    Column("controller_id", Integer, nullable=False),
+    # online, reading, command; gained and lost (an owner change, as seen by ``user_id``)
+    Column("kind", String(16), nullable=False),
+    Column("user_id", Integer, nullable=True),
+    Column("data", Text, nullable=False),  # the JSON of the event's data line
+    Column("created_at", DateTime, nullable=False),
+    # a resumed stream's catch-up: its controllers' events, and its user's owner changes
+    Index("ix_events_controller_id_id", "controller_id", "id"),
+    Index("ix_events_user_id_id", "user_id", "id"),
+    Index("ix_events_created_at", "created_at"),
+)
+
+# the open streams, across every process: at most STREAMS_PER_USER each; a row whose
+# process died is stale once ``seen_at`` is older than events/slots.py's STALE_AFTER
+event_streams = Table(
+    "event_streams",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False),
+    Column("seen_at", DateTime, nullable=False),
+    Index("ix_event_streams_user_id", "user_id"),
+)

@@ -110,8 +110,24 @@ async def touch_last_seen(connection: Writer, controller_id: int, now: datetime)
     )
 
 
-async def set_presence(connection: Writer, changes: dict[int, tuple[bool, datetime]]) -> None:
-    """Online (with ``last_seen`` = when it connected) or offline, for many at once."""
+async def set_presence(
+    connection: Writer, changes: dict[int, tuple[bool, datetime]]
+) -> list[tuple[int, str, bool]]:
+    """Online (with ``last_seen`` = when it connected) or offline, for many at once; the
+    (id, serial number, online) of those whose ``online`` it changed. The link is the
+    only writer of ``online``: what it read here stays true until it commits."""
+    if not changes:
+        return []
+    before = await connection.execute(
+        select(controllers.c.id, controllers.c.serial_number, controllers.c.online).where(
+            controllers.c.id.in_(sorted(changes))
+        )
+    )
+    changed = [
+        (row.id, row.serial_number, changes[row.id][0])
+        for row in before
+        if bool(row.online) != changes[row.id][0]
+    ]
     online = [{"b_id": cid, "b_at": at} for cid, (is_on, at) in changes.items() if is_on]
     offline = [{"b_id": cid} for cid, (is_on, _) in changes.items() if not is_on]
     if online:
@@ -126,6 +142,7 @@ async def set_presence(connection: Writer, changes: dict[int, tuple[bool, dateti
             update(controllers).where(controllers.c.id == bindparam("b_id")).values(online=False),
             offline,
         )
+    return changed
 
 
 async def online_devices(connection: Reader) -> list[Row[Any]]:
@@ -145,7 +162,19 @@ async def active_assignment_id(connection: Reader, controller_id: int) -> int | 
     return (await connection.execute(query)).scalar_one_or_none()
 
 
-async def set_everyone_offline(connection: Writer) -> None:
-    await connection.execute(
-        update(controllers).where(controllers.c.online.is_(True)).values(online=False)
+async def set_everyone_offline(connection: Writer) -> list[tuple[int, str, bool]]:
+    """The (id, serial number, False) of each it set offline."""
+    result = await connection.execute(
+        update(controllers)
+        .where(controllers.c.online.is_(True))
+        .values(online=False)
+        .returning(controllers.c.id, controllers.c.serial_number)
     )
+    return [(row.id, row.serial_number, False) for row in result]
+
+
+async def serial_numbers(connection: Writer, controller_ids: set[int]) -> dict[int, str]:
+    query = select(controllers.c.id, controllers.c.serial_number).where(
+        controllers.c.id.in_(sorted(controller_ids))
+    )
+    return {row.id: row.serial_number for row in await connection.execute(query)}

@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database, Writer
-from devicecontrol.devices.commands import lifecycle
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.events import log as events_log
 from devicecontrol.housekeeping import repository
 
 PURGE_BATCH_ROWS = 5000
@@ -101,8 +102,11 @@ async def purge(database: Database, settings: Settings, now: datetime | None = N
     )
     # not a delete, but the same loop: each batch stores ``expired`` for up to ``limit``
     expired = await _delete_in_batches(
-        database, lambda c, limit: lifecycle.expire_all_overdue(c, now=now, limit=limit)
+        database, lambda c, limit: commands.expire_overdue(c, now=now, limit=limit)
     )
+    # the events' log, which the device link also trims every minute (a service without
+    # a link has only its commands' events)
+    await _delete_in_batches(database, lambda c, limit: events_log.purge(c, now=now, limit=limit))
     return PurgeReport(
         access_tokens=access,
         refresh_tokens=refresh,

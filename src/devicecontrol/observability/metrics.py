@@ -88,6 +88,23 @@ DEVICES_CONNECTED = Gauge(
     "Devices with a live connection to the embedded MQTT broker.",
     multiprocess_mode="livesum",
 )
+# the live events (events/): open streams, what they sent, and why they ended
+EVENT_STREAMS_OPEN = Gauge(
+    "devicecontrol_event_streams_open",
+    "Event streams (GET .../events) open now.",
+    multiprocess_mode="livesum",
+)
+EVENTS_SENT = Counter(
+    "devicecontrol_events_sent",
+    "Events sent on the streams, by type: online, reading, command, end, gap.",
+    ["type"],
+)
+EVENT_STREAMS_CLOSED = Counter(
+    "devicecontrol_event_streams_closed",
+    "Event streams ended, by reason: client_closed, token_expired, token_revoked, "
+    "slow_reader, controller_lost.",
+    ["reason"],
+)
 DEVICE_MESSAGES = Counter(
     "devicecontrol_device_messages",
     "Device messages received on the device's own topics, by kind: state, result.",

@@ -338,7 +338,7 @@ async def test_a_command_a_previous_link_left_sent_reaches_a_device_that_stayed_
             assert server.process.wait(timeout=15) == 0, server.stderr()
         async with database(sqlite_url) as runtime:  # marked sent, never published
             made = await new_command(runtime, SERIAL)
-            assert await commands.mark_sent(runtime, made)
+            assert await commands.mark_sent(runtime, SERIAL, made)
         with serving(broker, sqlite_url, tmp_path / "second") as second:
             try:
                 delivered = await next_command(plug, within=RECONNECT_S)

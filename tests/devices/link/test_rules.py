@@ -481,7 +481,7 @@ def table(link, monkeypatch) -> Commands:
     to the fake broker."""
     table = Commands(link.broker)
 
-    async def mark_sent(runtime: Any, command: SimpleNamespace) -> bool:
+    async def mark_sent(runtime: Any, serial_number: str, command: SimpleNamespace) -> bool:
         return True
 
     monkeypatch.setattr(outbox_module, "_deliverable", table.read)

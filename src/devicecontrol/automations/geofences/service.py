@@ -205,5 +205,6 @@ async def _move(runtime: Runtime, row: Row[Any], inside: bool, *, direct: bool) 
             params=automations.stored_fields(getattr(row, f"{side}_command_fields")),
             ttl_s=runtime.settings.command_ttl_s,
         )
+        await commands.log_made(connection, device, command)
     await commands.announce_made(runtime, command)
     return Crossing(inside, command)

@@ -78,6 +78,7 @@ async def _make_command(
     except TooManyRequests:
         return TOO_MANY_COMMANDS, None
     await repository.record_firing(connection, row.id, fired_at=now, command_id=command.public_id)
+    await commands.log_made(connection, device, command)  # last: events/log.py
     return FIRED, command
 
 

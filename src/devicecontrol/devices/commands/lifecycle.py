@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 from devicecontrol.database.engine import Writer
 from devicecontrol.devices.commands import repository
 from devicecontrol.devices.commands.status import (
@@ -60,22 +62,26 @@ async def transition(
 
 async def fail_all_for_owner_change(
     connection: Writer, controller_id: int, *, now: datetime
-) -> int:
-    """A hand-over or release: the unfinished commands of the old ownership end, failed."""
+) -> list[Row[Any]]:
+    """A hand-over or release: the unfinished commands of the old ownership end, failed
+    (returned as they now are, for their events)."""
     failed = await repository.fail_unexpired(
         connection, controller_id, from_statuses=sources_of(FAILED), error=OWNER_CHANGED, now=now
     )
-    _count(FAILED, failed)
+    _count(FAILED, len(failed))
     return failed
 
 
-async def expire_all_overdue(connection: Writer, *, now: datetime, limit: int | None = None) -> int:
-    """Store ``expired`` for what reads already show as expired (housekeeping); ``limit``
-    caps one call, so that a purge can go in short transactions."""
+async def expire_all_overdue(
+    connection: Writer, *, now: datetime, limit: int | None = None
+) -> list[Row[Any]]:
+    """Store ``expired`` for what reads already show as expired (housekeeping, and the
+    link every second for the streams); ``limit`` caps one call, so that a purge can go
+    in short transactions. The commands it expired, as they now are."""
     expired = await repository.expire_overdue(
         connection, from_statuses=sources_of(EXPIRED), now=now, limit=limit
     )
-    _count(EXPIRED, expired)
+    _count(EXPIRED, len(expired))
     return expired
 
 

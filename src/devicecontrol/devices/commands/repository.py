@@ -75,6 +75,11 @@ async def find_command(connection: Reader, controller_id: int, public_id: str) -
     return (await connection.execute(query)).first()
 
 
+async def find_command_by_id(connection: Writer, command_id: int) -> Row[Any] | None:
+    query = select(*COMMAND_COLUMNS).where(commands.c.id == command_id)
+    return (await connection.execute(query)).first()
+
+
 async def count_commands(connection: Reader, controller_id: int, assignment_id: int) -> int:
     query = (
         select(func.count())
@@ -155,7 +160,7 @@ async def expire_overdue(
     from_statuses: Sequence[str],
     now: datetime,
     limit: int | None = None,
-) -> int:
+) -> list[Row[Any]]:
     """Persist ``expired`` for commands whose time is up (reads already show it); with
     ``limit``, for at most that many (the purge's short batches).
 
@@ -168,9 +173,12 @@ async def expire_overdue(
         batch = select(commands.c.id).where(overdue).limit(limit).scalar_subquery()
         condition = and_(overdue, commands.c.id.in_(batch))
     result = await connection.execute(
-        update(commands).where(condition).values(status=EXPIRED, completed_at=commands.c.expires_at)
+        update(commands)
+        .where(condition)
+        .values(status=EXPIRED, completed_at=commands.c.expires_at)
+        .returning(*COMMAND_COLUMNS)
     )
-    return result.rowcount
+    return list(result)
 
 
 async def fail_unexpired(
@@ -180,7 +188,8 @@ async def fail_unexpired(
     from_statuses: Sequence[str],
     error: str,
     now: datetime,
-) -> int:
+) -> list[Row[Any]]:
+    """The commands it failed, as they now are."""
     result = await connection.execute(
         update(commands)
         .where(
@@ -189,5 +198,6 @@ async def fail_unexpired(
             commands.c.expires_at > now,
         )
         .values(status=FAILED, error=error, completed_at=now)
+        .returning(*COMMAND_COLUMNS)
     )
-    return result.rowcount
+    return list(result)

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import Row
 
-from devicecontrol.clock import monotonic, utcnow
+from devicecontrol.clock import format_timestamp, monotonic, utcnow
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.database.engine import Writer
 from devicecontrol.database.pages import Page, PageRequest
@@ -28,7 +28,8 @@ from devicecontrol.devices.commands import lifecycle
 from devicecontrol.devices.commands import repository as commands_repository
 from devicecontrol.devices.commands import status as command_status
 from devicecontrol.errors import NotFound, TooManyRequests
-from devicecontrol.notifications import COMMAND_MADE, Change
+from devicecontrol.events import log as events_log
+from devicecontrol.notifications import COMMAND_MADE, EVENTS_LOGGED, Change
 from devicecontrol.runtime import Runtime
 
 MAX_UNFINISHED = 100
@@ -43,6 +44,7 @@ class OwnedDevice:
     assignment_id: int
     type: str
     online: bool
+    serial_number: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ async def _owned(
         )
     if row is None or row.assignment_id is None:
         raise not_yours(serial_number)
-    device = OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online))
+    device = OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online), serial_number)
     if not with_reading or row.reading_payload is None:
         return device, None
     return device, LatestReading(row.reading_assignment_id, row.reading_payload)
@@ -100,6 +102,7 @@ async def create_command(
     params = checked_params(device.type, name, fields, name_field=name_field, strict=strict)
     async with runtime.database.write() as connection:
         command = await insert_queued(connection, device, name=name, params=params, ttl_s=ttl_s)
+        await log_made(connection, device, command)
     await announce_made(runtime, command)
     return command
 
@@ -113,8 +116,9 @@ async def insert_queued(
     ttl_s: int,
 ) -> Row[Any]:
     """Store a command whose params ``checked_params`` returned, queued, in the caller's
-    transaction (automations claim their firing in the same one); once it commits, the
-    caller announces it (``announce_made``). TooManyRequests past MAX_UNFINISHED."""
+    transaction (automations claim their firing in the same one); the caller logs its event
+    last in that transaction (``log_made``) and announces it once it commits
+    (``announce_made``). TooManyRequests past MAX_UNFINISHED."""
     now = utcnow()
     if (
         await commands_repository.count_unfinished(connection, device.controller_id, now)
@@ -139,9 +143,31 @@ async def insert_queued(
     )
 
 
+async def log_made(connection: Writer, device: OwnedDevice, command: Row[Any]) -> None:
+    """The new command's event, for its owner's streams: the last statement of the
+    transaction that made it (events/log.py: the log's lock is taken last)."""
+    await events_log.append(connection, [command_event(device.serial_number, command)])
+
+
 async def announce_made(runtime: Runtime, command: Row[Any]) -> None:
-    """A committed command: the device link (whichever process runs it) delivers it now."""
+    """A committed command: the device link (whichever process runs it) delivers it now,
+    and the processes with streams read its event."""
     await runtime.changes.announce(Change(COMMAND_MADE, command.controller_id, command.id))
+
+
+def command_event(serial_number: str, command: Row[Any]) -> events_log.NewEvent:
+    """The command as its read shows it now, for the streams (which add ``_links``)."""
+    shown_now = shown(command)
+    for moment in ("created", "sent_at", "completed_at", "expires_at"):
+        shown_now[moment] = format_timestamp(shown_now[moment])
+    return events_log.command(command.controller_id, serial_number, shown_now)
+
+
+async def log_changed(connection: Writer, serial_number: str, command_id: int) -> None:
+    """A command's status changed in this transaction: its event, read back as it now is."""
+    command = await commands_repository.find_command_by_id(connection, command_id)
+    if command is not None:
+        await events_log.append(connection, [command_event(serial_number, command)])
 
 
 async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row[Any]:
@@ -215,6 +241,18 @@ def shown(command: Row[Any], now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+async def expire_overdue(connection: Writer, *, now: datetime, limit: int | None = None) -> int:
+    """Store ``expired`` for commands whose time is up, with their events (the link every
+    second, housekeeping in its purge); how many."""
+    expired = await lifecycle.expire_all_overdue(connection, now=now, limit=limit)
+    if expired:
+        serials = await repository.serial_numbers(connection, {c.controller_id for c in expired})
+        await events_log.append(
+            connection, [command_event(serials[c.controller_id], c) for c in expired]
+        )
+    return len(expired)
+
+
 # --- the device side --------------------------------------------------------------------
 
 
@@ -230,14 +268,19 @@ def delivery_payload(command: Row[Any]) -> bytes:
     )
 
 
-async def mark_sent(runtime: Runtime, command: Row[Any]) -> bool:
+async def mark_sent(runtime: Runtime, serial_number: str, command: Row[Any]) -> bool:
     """Record a publication; False if the command finished or expired meanwhile (not sent)."""
     if command.status == command_status.SENT:
         return True  # a redelivery after a reconnect: already sent
     async with runtime.database.write() as connection:
-        return await lifecycle.transition(
+        moved = await lifecycle.transition(
             connection, command.id, command_status.SENT, now=utcnow(), values={"sent_at": utcnow()}
         )
+        if moved:
+            await log_changed(connection, serial_number, command.id)
+    if moved:
+        await runtime.changes.announce(Change(EVENTS_LOGGED, command.controller_id, 0))
+    return moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +292,7 @@ class ResultOutcome:
 
 
 async def record_result(
-    runtime: Runtime, controller_id: int, result: Mapping[str, Any]
+    runtime: Runtime, controller_id: int, serial_number: str, result: Mapping[str, Any]
 ) -> ResultOutcome:
     """A device reports how a command of its own ended; late, unknown or repeated ones are
     dropped (terminal states never change). A well-formed report counts as ``last_seen``."""
@@ -277,6 +320,8 @@ async def record_result(
                 "error": None if error is None else error[:500],
             },
         )
+        if moved:
+            await log_changed(connection, serial_number, command.id)
     if not moved:
         return ResultOutcome(command, "late_result")
     return ResultOutcome(command)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from devicecontrol.devices import identity, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.device_log import DeviceEventLog
+from devicecontrol.devices.link.event_upkeep import keep_events
 from devicecontrol.devices.link.ingest import Ingest
 from devicecontrol.devices.link.limits import MessageRate, drop
 from devicecontrol.devices.link.mailbox import Mailbox
@@ -30,6 +31,7 @@ from devicecontrol.devices.link.ports import Broker, DeviceConnection, LinkError
 from devicecontrol.devices.link.registry import Connections, log_connection
 from devicecontrol.devices.link.rotation import RotationWatch
 from devicecontrol.devices.topics import MessageKind
+from devicecontrol.events import log as events_log
 from devicecontrol.notifications import COMMAND_MADE, Change
 from devicecontrol.observability.logs import emit
 from devicecontrol.observability.metrics import (
@@ -97,6 +99,7 @@ class DeviceLink:
             asyncio.create_task(self.ingest.run(), name="link: ingest"),
             asyncio.create_task(self.outbox.sweep(), name="link: command sweep"),
             asyncio.create_task(self._forget_idle(), name="link: idle state"),
+            asyncio.create_task(keep_events(self.runtime), name="link: events upkeep"),
         ]
         if not self.broker.checks_secrets:
             self._tasks.append(asyncio.create_task(self.rotations.run(), name="link: secrets"))
@@ -125,7 +128,9 @@ class DeviceLink:
         if not self.broker.devices_outlive_link:
             try:
                 async with self.runtime.database.write() as database:
-                    await repository.set_everyone_offline(database)
+                    gone = await repository.set_everyone_offline(database)
+                    newest = await events_log.append(database, events_log.online_changes(gone))
+                await events_log.announce(self.runtime.changes, newest)
             except Exception:
                 logger.warning("could not set the devices offline on stopping", exc_info=True)
         DEVICES_CONNECTED.set(0)
@@ -140,7 +145,9 @@ class DeviceLink:
         await self.ingest.presence_written()  # no online or offline of before lands after
         self._connections.clear()
         async with self.runtime.database.write() as database:
-            await repository.set_everyone_offline(database)
+            gone = await repository.set_everyone_offline(database)
+            newest = await events_log.append(database, events_log.online_changes(gone))
+        await events_log.announce(self.runtime.changes, newest)
         DEVICES_CONNECTED.set(0)
 
     async def adopt_online(self) -> None:

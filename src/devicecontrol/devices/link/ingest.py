@@ -39,6 +39,7 @@ from devicecontrol.devices.readings import service as readings
 from devicecontrol.devices.readings.repository import ArrivedReading
 from devicecontrol.devices.readings.service import RejectedPayload
 from devicecontrol.devices.topics import MessageKind
+from devicecontrol.events import log as events_log
 from devicecontrol.notifications import COMMAND_FINISHED, Change
 from devicecontrol.observability.metrics import DEVICE_INGEST_FAILING, DEVICE_INGEST_QUEUED
 from devicecontrol.runtime import Runtime
@@ -198,7 +199,9 @@ class Ingest:
     async def _store_presence(self) -> None:
         written = dict(self._presence)
         async with self.runtime.database.write() as connection:
-            await repository.set_presence(connection, written)
+            changed = await repository.set_presence(connection, written)
+            newest = await events_log.append(connection, events_log.online_changes(changed))
+        await events_log.announce(self.runtime.changes, newest)
         for controller_id, state in written.items():  # unless it changed meanwhile
             if self._presence.get(controller_id) == state:
                 del self._presence[controller_id]
@@ -209,18 +212,21 @@ class Ingest:
         """The readings at the head (up to BATCH) in one transaction."""
         group = [self._readings[i] for i in range(min(BATCH, len(self._readings)))]
         async with self.runtime.database.write() as connection:
-            arrived = [
-                ArrivedReading(a.device.controller_id, a.content, a.arrived_at)
-                for a in await _without_stored_redeliveries(connection, group)
-            ]
-            if arrived:
-                await readings_repository.insert_readings(connection, arrived)
+            kept = await _without_stored_redeliveries(connection, group)
+            newest = None
+            if kept:
+                await readings_repository.insert_readings(
+                    connection,
+                    [ArrivedReading(a.device.controller_id, a.content, a.arrived_at) for a in kept],
+                )
+                newest = await events_log.append(connection, [_reading_event(a) for a in kept])
         for _ in group:  # committed: acknowledged, in arrival order
             self._acknowledge(self._readings.popleft())
+        await events_log.announce(self.runtime.changes, newest)
 
     async def _store_result(self, head: Arrival[ResultObject]) -> None:
         outcome = await commands.record_result(
-            self.runtime, head.device.controller_id, head.content
+            self.runtime, head.device.controller_id, head.device.serial_number, head.content
         )
         if outcome.dropped is not None:
             drop(outcome.dropped)
@@ -236,6 +242,13 @@ class Ingest:
         DEVICE_INGEST_QUEUED.set(self._queued())
         if self._queued() < CAPACITY:
             self._room.set()
+
+
+def _reading_event(arrival: Arrival[str]) -> events_log.NewEvent:
+    device = arrival.device
+    return events_log.reading(
+        device.controller_id, device.serial_number, arrival.content, arrival.arrived_at
+    )
 
 
 async def _without_stored_redeliveries(

@@ -195,7 +195,7 @@ class Outbox:
         """Each command (in creation order) that may still be sent: marked, then published."""
         topic = topics.commands_topic(device.serial_number)
         for command in rows:
-            if await commands.mark_sent(self.runtime, command):
+            if await commands.mark_sent(self.runtime, device.serial_number, command):
                 await self.broker.publish(topic, commands.delivery_payload(command))
                 self.round_trips.published(command)
 

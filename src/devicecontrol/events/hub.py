@@ -1,0 +1,202 @@
+"""A process's end of the events: it reads the log once for all its streams and hands each
+event to the streams it concerns.
+
+The hub reads what follows its ``position`` when an announcement says the log grew, and
+every POLL_S anyway (a lost announcement costs at most that). A stream joins at the
+hub's position: one that opened behind it first reads the difference itself
+(``catch_up``), one ahead of it skips what it already has (``Stream.skip_upto``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import msgspec
+
+from devicecontrol.events import repository, slots
+from devicecontrol.events.log import EventKind
+from devicecontrol.events.stream import Ended, Stream
+from devicecontrol.notifications import EVENTS_LOGGED, Change
+from devicecontrol.observability.metrics import EVENT_STREAMS_OPEN
+from devicecontrol.runtime import Runtime
+
+POLL_S = 1.0
+READ_BATCH = 5_000
+logger = logging.getLogger("devicecontrol.events")
+
+
+class Hub:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.position = 0  # every event up to here has been handed out
+        self._streams: dict[Stream, int] = {}  # -> its slot (events/slots.py)
+        self._by_controller: dict[int, set[Stream]] = {}
+        self._by_user: dict[int, set[Stream]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._chores: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Hear the announcements (the app's start-up)."""
+        self.runtime.changes.add_listener(self._heard)
+        await self.runtime.changes.start()
+
+    async def close(self) -> None:
+        self.runtime.changes.remove_listener(self._heard)
+        for stream in list(self._streams):
+            stream.end(Ended.CLIENT)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.gather(*self._chores, return_exceptions=True)
+
+    # --- streams joining and leaving -----------------------------------------------------
+
+    async def join(self, stream: Stream, position: int, slot: int) -> None:
+        """Add ``stream``, which has everything up to ``position``."""
+        while self._streams and self.position > position:  # read what it lacks itself
+            upto = self.position
+            await catch_up(self.runtime, stream, position, upto)
+            position = upto
+        if not self._streams:
+            self.position = position
+        stream.skip_upto = max(stream.skip_upto, position)
+        self._streams[stream] = slot
+        self._by_user.setdefault(stream.user_id, set()).add(stream)
+        for controller_id in stream.controllers:
+            self._by_controller.setdefault(controller_id, set()).add(stream)
+        EVENT_STREAMS_OPEN.inc()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="events: hub")
+
+    def leave(self, stream: Stream) -> None:
+        slot = self._streams.pop(stream, None)
+        if slot is None:
+            return
+        EVENT_STREAMS_OPEN.dec()
+        _discard(self._by_user, stream.user_id, stream)
+        for controller_id in list(self._by_controller):
+            _discard(self._by_controller, controller_id, stream)
+        self.give_back(slot)
+
+    def give_back(self, slot: int) -> None:
+        """Free a stream's slot (in the background: the stream has ended)."""
+        self._chore(slots.give_back(self.runtime, [slot]))
+
+    # --- reading the log ------------------------------------------------------------------
+
+    def _heard(self, change: Change) -> None:
+        if (
+            change.kind != EVENTS_LOGGED
+            or change.subject_id > self.position
+            or not change.subject_id
+        ):
+            self._wake.set()  # commands made and finished are logged events too
+
+    async def _run(self) -> None:
+        since_touch = 0.0
+        while self._streams:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_S)
+            self._wake.clear()
+            try:
+                await self._read()
+            except Exception:
+                logger.warning("cannot read the events' log; trying again", exc_info=True)
+                await asyncio.sleep(POLL_S)
+            since_touch += POLL_S  # at least: the wait above is at most that
+            if since_touch >= slots.TOUCH_EVERY_S:
+                since_touch = 0.0
+                self._chore(slots.touch(self.runtime, list(self._streams.values())))
+
+    async def _read(self) -> None:
+        while self._streams:
+            async with self.runtime.database.read() as connection:
+                rows = await repository.events_after(connection, self.position, READ_BATCH)
+            for row in rows:
+                self._hand_out(row)
+            if rows:
+                self.position = rows[-1].id
+            if len(rows) < READ_BATCH:
+                return
+
+    def _hand_out(self, event: Any) -> None:
+        if event.kind in (EventKind.GAINED, EventKind.LOST):
+            concerned = self._by_user.get(event.user_id, ())
+        else:
+            concerned = self._by_controller.get(event.controller_id, ())
+        for stream in list(concerned):
+            stream.offer(event)
+            following = event.controller_id in stream.controllers
+            if following:
+                self._by_controller.setdefault(event.controller_id, set()).add(stream)
+            else:
+                _discard(self._by_controller, event.controller_id, stream)
+
+    def _chore(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chore_done)
+
+    def _chore_done(self, task: asyncio.Task[None]) -> None:
+        self._chores.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("an event stream's bookkeeping failed", exc_info=task.exception())
+
+
+async def catch_up(runtime: Runtime, stream: Stream, after: int, upto: int) -> None:
+    """Offer ``stream`` its events in (after, upto], read from the log; when it gains a
+    controller on the way, it reads on from there with that one too."""
+    while after < upto:
+        async with runtime.database.read() as connection:
+            rows = await repository.events_between(
+                connection, after, upto, list(stream.controllers), stream.user_id, READ_BATCH
+            )
+        following = set(stream.controllers)
+        for row in rows:
+            stream.offer(row)
+            after = row.id
+            if stream.controllers.keys() - following:
+                break  # its events from here on were not in this read
+        else:
+            if len(rows) < READ_BATCH:
+                return
+
+
+async def owned_before(
+    runtime: Runtime, user_id: int, owned_now: dict[int, str], after: int, upto: int
+) -> dict[int, str]:
+    """The controllers ``user_id`` owned at position ``after``, from those owned at ``upto``
+    and the owner changes between (a resumed stream replays only its own events)."""
+    owned = dict(owned_now)
+    changes: list[Any] = []
+    while True:
+        async with runtime.database.read() as connection:
+            rows = await repository.events_between(connection, after, upto, [], user_id, READ_BATCH)
+        changes.extend(rows)
+        if len(rows) < READ_BATCH:
+            break
+        after = rows[-1].id
+    for row in reversed(changes):  # undo them, newest first
+        if row.kind == EventKind.GAINED:
+            owned.pop(row.controller_id, None)
+        elif row.kind == EventKind.LOST:
+            owned[row.controller_id] = _serial_of(row.data)
+    return owned
+
+
+def _serial_of(data: str) -> str:
+    serial: str = msgspec.json.decode(data)["serial_number"]
+    return serial
+
+
+def _discard(index: dict[int, set[Stream]], key: int, stream: Stream) -> None:
+    streams = index.get(key)
+    if streams is not None:
+        streams.discard(stream)
+        if not streams:
+            del index[key]
