@@ -99,13 +99,23 @@ def stop(server: Server) -> None:
     server.process.wait(timeout=STOP_TIMEOUT_S)
 
 
-def test_login_list_assign_and_reassign_through_nginx_over_verified_tls(database_url, tmp_path):
+def test_login_list_assign_stream_and_reassign_through_nginx_over_verified_tls(database_url, tmp_path):
     provision(database_url, client=APP, users=USERS, controllers=CONTROLLERS)
     with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
         ana = bearer_of(http, APP, ANA, PASSWORD)
         assert serials(http, ana) == ["PX-OWNED"]
 
-        assigned = http.post("/v1/controllers/PX-FREE/assign", headers=ana)
+        # a stream through nginx: its events arrive as they happen, none held in a buffer
+        # (a buffered one would time this client's read out)
+        with http.stream("GET", "/v1/controllers/events", headers=ana) as events:
+            assert events.headers["content-type"].startswith("text/event-stream")
+            lines = events.iter_lines()
+            assert "PX-OWNED" in next(line for line in lines if line.startswith("data:"))
+            with deployment.client() as other:
+                assigned = other.post("/v1/controllers/PX-FREE/assign", headers=ana)
+            assert next(line for line in lines if line.startswith("data:")) == (
+                'data: {"serial_number":"PX-FREE","online":false}'
+            )
         assert assigned.status_code == 200, assigned.text
         assert assigned.json()["controller_reassign"]["serial_number"] == "PX-FREE"
         assert serials(http, ana) == ["PX-OWNED", "PX-FREE"]
