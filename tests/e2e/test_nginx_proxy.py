@@ -99,7 +99,9 @@ def stop(server: Server) -> None:
     server.process.wait(timeout=STOP_TIMEOUT_S)
 
 
-def test_login_list_assign_stream_and_reassign_through_nginx_over_verified_tls(database_url, tmp_path):
+def test_login_list_assign_stream_and_reassign_through_nginx_over_verified_tls(
+    database_url, tmp_path
+):
     provision(database_url, client=APP, users=USERS, controllers=CONTROLLERS)
     with deployed(database_url, tmp_path) as deployment, deployment.client() as http:
         ana = bearer_of(http, APP, ANA, PASSWORD)

@@ -28,6 +28,9 @@ GUIDE_BLOCK = re.compile(
     r"<!-- devices-guide:start -->\n```sh\n(?P<script>.*?)```\n<!-- devices-guide:end -->",
     re.DOTALL,
 )
+EVENTS_BLOCK = re.compile(
+    r"<!-- events:start -->\n```sh\n(?P<script>.*?)```\n<!-- events:end -->", re.DOTALL
+)
 WALKTHROUGH_TIMEOUT_S = 120
 
 
@@ -96,6 +99,23 @@ def run_walkthrough(
     return answers
 
 
+def run_events_block(base_url: str, workdir: Path) -> str:
+    """The README's live-events block after its log-in lines: what the stream printed."""
+    lines = readme_walkthrough().splitlines(keepends=True)
+    log_in = "".join(lines[: [line.startswith("TOKEN=") for line in lines].index(True) + 1])
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", log_in + readme_walkthrough(EVENTS_BLOCK)],
+        cwd=workdir,
+        env=child_environment({"B": base_url}),
+        capture_output=True,
+        text=True,
+        timeout=WALKTHROUGH_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"events block failed ({done.returncode}):\n{done.stderr}"
+    return done.stdout
+
+
 def wait_until_the_simulated_demo_reports(base_url: str) -> None:
     """A person types slower than the simulated devices connect; the test waits instead."""
     with httpx.Client(base_url=base_url, timeout=10) as http:
@@ -121,10 +141,16 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
         # docs/DEVICES.md's block, as written, on the same server afterwards
         guide = devices_guide_block()
         guide_answers = run_walkthrough(guide, server.base_url, shell_dir, mqtt_port)
+        streamed = run_events_block(server.base_url, shell_dir)
         with httpx.Client(base_url=server.base_url, timeout=10) as http:
             friend_headers = demo_bearer(http, demo.FRIEND_USER)
             friend = http.get("/v1/users/me", headers=friend_headers).json()["users"]
             friends_list = http.get("/v1/controllers", headers=friend_headers).json()
+
+    # the stream: the plug online, then its new command queued, sent and succeeded, live
+    assert 'event: online\ndata: {"serial_number":"DEMO-PLUG-1","online":true}' in streamed
+    statuses = re.findall(r'event: command\ndata: .*"status":"(\w+)"', streamed)
+    assert statuses[-3:] == ["queued", "sent", "succeeded"], streamed
 
     # every curl answers one JSON line, and so does the command the device received
     assert len(answers) == (script + device_script).count("curl -s") + 1, answers

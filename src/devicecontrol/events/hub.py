@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from devicecontrol.clock import monotonic
 from devicecontrol.events import repository, slots
 from devicecontrol.events.log import EventKind
 from devicecontrol.events.stream import Ended, Stream
@@ -98,7 +99,7 @@ class Hub:
             self._wake.set()  # commands made and finished are logged events too
 
     async def _run(self) -> None:
-        since_touch = 0.0
+        touch_at = monotonic() + slots.TOUCH_EVERY_S
         while self._streams:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_S)
@@ -108,9 +109,8 @@ class Hub:
             except Exception:
                 logger.warning("cannot read the events' log; trying again", exc_info=True)
                 await asyncio.sleep(POLL_S)
-            since_touch += POLL_S  # at least: the wait above is at most that
-            if since_touch >= slots.TOUCH_EVERY_S:
-                since_touch = 0.0
+            if monotonic() >= touch_at:
+                touch_at = monotonic() + slots.TOUCH_EVERY_S
                 self._chore(slots.touch(self.runtime, list(self._streams.values())))
 
     async def _read(self) -> None:
