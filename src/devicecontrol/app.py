@@ -158,7 +158,11 @@ async def reject_encoded_slash(request: Request) -> None:
 
 
 def create_app(
-    settings: Settings | None = None, *, hot_reads: bool = True, schedule_runner: bool = False
+    settings: Settings | None = None,
+    *,
+    hot_reads: bool = True,
+    schedule_runner: bool = False,
+    end_streams_on_stop: bool = False,
 ) -> Litestar:
     """The service on one database; the engine is disposed of at shutdown.
 
@@ -166,6 +170,7 @@ def create_app(
     ``schedule_runner=True`` fires schedules in the background (schedules/runner.py), as
     every ``serve`` process does; in-process apps (tests) leave it to the tests, whose
     statement counts and logs it would otherwise join at random moments.
+    ``end_streams_on_stop=True`` (``serve``) ends the event streams at SIGTERM (hub.py).
     """
     runtime = Runtime.from_settings(settings or load_settings())
     logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
@@ -182,7 +187,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def live_events(_: Litestar) -> AsyncIterator[None]:
-        await event_hub.start()
+        await event_hub.start(end_streams_on_stop=end_streams_on_stop)
         try:
             yield
         finally:
@@ -257,4 +262,4 @@ def create_app_from_environment() -> Litestar:
             "guess; for test suites only, never in production",
             settings.password_hashing,
         )
-    return create_app(settings, schedule_runner=True)
+    return create_app(settings, schedule_runner=True, end_streams_on_stop=True)

@@ -7,6 +7,8 @@ its own, so the tests cannot see each other's events.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -217,12 +219,14 @@ async def test_last_event_id_resumes_where_the_client_stopped_and_a_lost_past_is
         assert int(replayed.id or 0) > int(last or 0)
         assert (await resumed.next()).event == "online"  # then the state as it is now
     # an id past everything the log holds, or older than what it keeps: a gap first
+    for state in ("off", "on"):  # the log holds 3 events of this user's at least
+        await asyncio.to_thread(switch_command, server, token, serial, state)
     async with database(url) as runtime:
         async with runtime.database.read() as connection:
             newest = (await connection.execute(select(func.max(events.c.id)))).scalar_one()
         async with runtime.database.write() as connection:  # as a purge of the past would
             await connection.execute(delete(events).where(events.c.id < newest))
-    for stale in (str(newest + 10_000), "1"):
+    for stale in (str(newest + 10_000), str(newest - 2)):
         async with stream(server.base_url, path, token, last_event_id=stale) as behind:
             gap = await behind.next()
             assert gap.event == "gap", stale
@@ -285,3 +289,23 @@ async def test_a_stream_ends_when_its_token_expires_or_is_revoked_and_keeps_aliv
 
 def user_id_of(username: str) -> ScalarSelect[int]:
     return select(users.c.id).where(users.c.username == username).scalar_subquery()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # how a process stops: the same on both
+async def test_sigterm_ends_open_streams_at_once_and_the_process_exits_cleanly(
+    backend, database_url, tmp_path
+):
+    async with database(database_url) as runtime:
+        await make_client(runtime)
+    user, [serial] = await owner_with_plugs(database_url)
+    with running_server(database_url, tmp_path, "--workers", "2") as own:
+        token = served_token(own, user)
+        async with stream(own.base_url, f"/v1/controllers/{serial}/events", token) as open_:
+            await open_.next()
+            started = asyncio.get_running_loop().time()
+            os.killpg(own.process.pid, signal.SIGTERM)
+            await open_.ended(within=10)
+            assert await asyncio.to_thread(own.process.wait, 15) == 0
+        # not the 30 s graceful timeout a stream would otherwise hold the drain for
+        assert asyncio.get_running_loop().time() - started < 10
+        assert "Traceback" not in own.stderr()

@@ -12,6 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import msgspec
@@ -39,16 +43,31 @@ class Hub:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
+        self._signal_handlers: dict[int, Callable[[int, FrameType | None], None]] = {}
 
-    async def start(self) -> None:
-        """Hear the announcements (the app's start-up)."""
+    async def start(self, *, end_streams_on_stop: bool = False) -> None:
+        """Hear the announcements (the app's start-up). With ``end_streams_on_stop`` (a
+        ``serve`` worker), SIGTERM and SIGINT end every stream at once: uvicorn drains
+        the requests in flight before anything else hears of the stop, and a stream
+        would hold the drain for its whole graceful timeout. Its clients resume, with
+        ``Last-Event-ID``, on another process."""
         self.runtime.changes.add_listener(self._heard)
         await self.runtime.changes.start()
+        if end_streams_on_stop and threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._signal_handlers[signum] = _chained(
+                    signal.getsignal(signum), lambda: loop.call_soon_threadsafe(self.end_all)
+                )
+                signal.signal(signum, self._signal_handlers[signum])
+
+    def end_all(self) -> None:
+        for stream in list(self._streams):
+            stream.end(Ended.SHUTDOWN)
 
     async def close(self) -> None:
         self.runtime.changes.remove_listener(self._heard)
-        for stream in list(self._streams):
-            stream.end(Ended.CLIENT)
+        self.end_all()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -187,6 +206,17 @@ async def owned_before(
         elif row.kind == EventKind.LOST:
             owned[row.controller_id] = _serial_of(row.data)
     return owned
+
+
+def _chained(previous: Any, first: Callable[[], object]) -> Callable[[int, FrameType | None], None]:
+    """A signal handler that calls ``first``, then the handler it replaces."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        first()
+        if callable(previous):
+            previous(signum, frame)
+
+    return handle
 
 
 def _serial_of(data: str) -> str:

@@ -36,6 +36,7 @@ class Ended(StrEnum):
     TOKEN_REVOKED = "token_revoked"  # noqa: S105
     SLOW_READER = "slow_reader"
     CONTROLLER_LOST = "controller_lost"
+    SHUTDOWN = "shutdown"  # the process is stopping: the client resumes on another
 
 
 class LoggedEvent(Protocol):

@@ -102,7 +102,7 @@ EVENTS_SENT = Counter(
 EVENT_STREAMS_CLOSED = Counter(
     "devicecontrol_event_streams_closed",
     "Event streams ended, by reason: client_closed, token_expired, token_revoked, "
-    "slow_reader, controller_lost.",
+    "slow_reader, controller_lost, shutdown.",
     ["reason"],
 )
 DEVICE_MESSAGES = Counter(
