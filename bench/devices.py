@@ -140,8 +140,9 @@ def link_pid(serve: subprocess.Popen[bytes]) -> int:
 class Device:
     """One device on a raw socket: CONNECT, then QoS 1 readings, PUBACK times kept."""
 
-    def __init__(self, n: int, port: int) -> None:
+    def __init__(self, n: int, port: int, serial_number: str | None = None) -> None:
         self.n, self.port = n, port
+        self.sn = serial_number or serial(n)
         self.sent: dict[int, float] = {}
         self.latencies: list[float] = []
         self.reader: asyncio.StreamReader | None = None
@@ -160,14 +161,14 @@ class Device:
         if self.connect_packet is None:
             header = ConnectVariableHeader(keep_alive=300)
             header.clean_session_flag = header.username_flag = header.password_flag = True
-            sn = serial(self.n)
+            sn = self.sn
             payload = ConnectPayload(client_id=sn, username=sn, password=SECRET)
             packet = ConnectPacket(variable_header=header, payload=payload)
             self.connect_packet = packet.to_bytes()
         self.writer.write(self.connect_packet)
         connack = await self.reader.readexactly(4)  # 0x20, 2, flags, return code
         if connack[0] != 0x20 or connack[3] != 0:
-            raise SystemExit(f"{serial(self.n)} refused: {connack[3]}")
+            raise SystemExit(f"{self.sn} refused: {connack[3]}")
 
     async def read_acks(self) -> None:
         assert self.reader is not None
@@ -182,7 +183,7 @@ class Device:
         assert self.writer is not None
         packet_id = seq % 65535 + 1
         body = b'{"relay_state": "on", "power": [%d.5]}' % seq
-        topic = f"devices/{serial(self.n)}/state"
+        topic = f"devices/{self.sn}/state"
         self.writer.write(PublishPacket.build(topic, body, packet_id, False, 1, False).to_bytes())
         self.sent[packet_id] = time.perf_counter()
 
@@ -194,8 +195,7 @@ class AnsweringDevice(Device):
 
     async def answer(self) -> None:
         assert self.reader is not None and self.writer is not None
-        sn = serial(self.n)
-        topic = f"devices/{sn}/commands"
+        topic = f"devices/{self.sn}/commands"
         self.writer.write(SubscribePacket.build([(topic, 1)], packet_id=1).to_bytes())
         stream = StreamReaderAdapter(self.reader)
         seq = 0

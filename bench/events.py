@@ -1,0 +1,246 @@
+"""python -m bench.events: the live events' fan-out under a fleet.
+
+A real ``devicecontrol serve --workers 2`` on a throw-away database filled by
+bench.provision (10,000 controllers, 1,000 users with tokens, each owning about ten, every
+controller owned) with a device secret for every controller. All DEVICES devices connect
+over raw MQTT sockets. Then, in one run:
+
+1. readings flow at RATE a second for SECONDS with no stream open (the link's stored
+   readings per second, the baseline);
+2. every token holder opens its all-controllers stream (``GET /v1/controllers/events``,
+   1,000 streams spread by the kernel over the two workers); the workers' memory is read
+   before and after, idle;
+3. the same flow again, now with every reading owed to one stream: each stream's reader
+   notes when each reading's event arrives.
+
+Reported: publish-to-event latency (p50, p99; the device's publish and the stream's
+read are timed by the same clock in this process), events received against readings
+stored, stored readings per second with and without streams (and their ratio), memory per
+idle open stream in the HTTP workers, and the service's CPU. The streams are read by
+plain asyncio sockets (one task each), the devices are bench.devices' raw sockets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import msgspec
+from sqlalchemy import update
+
+from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
+from bench.devices import (
+    SECRET,
+    Device,
+    connect_all,
+    publish_for,
+    quantile,
+    service_cpu_s,
+    stored_readings,
+)
+from bench.fleet import Fleet, serial_number
+from bench.provision import provision
+from bench.servers import free_port
+from devicecontrol.database.engine import Database
+from devicecontrol.database.tables import controllers
+from devicecontrol.devices.identity import device_secret_digest
+
+PUBLISHED: dict[int, float] = {}  # the reading's sequence number -> when it was published
+
+
+class TimedDevice(Device):
+    def publish(self, seq: int) -> None:
+        super().publish(seq)
+        PUBLISHED[seq] = time.perf_counter()
+
+
+class StreamReader:
+    """One all-controllers stream over a plain socket: the HTTP/1.1 request, then lines."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port, self.token = port, token
+        self.latencies: list[float] = []
+        self.events = 0
+        self.opened = asyncio.Event()
+
+    async def run(self) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write(
+            b"GET /v1/controllers/events HTTP/1.1\r\nHost: bench\r\n"
+            b"Authorization: Bearer " + self.token.encode() + b"\r\n\r\n"
+        )
+        status = await reader.readline()
+        if b" 200 " not in status:
+            raise SystemExit(f"a stream was refused: {status!r}")
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            event = b""
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                if line.startswith(b"event: "):
+                    event = line[7:].strip()
+                    self.opened.set()
+                elif line.startswith(b"data: ") and event == b"reading":
+                    arrived = time.perf_counter()
+                    self.events += 1
+                    power = msgspec.json.decode(line[6:])["reading"]["power"][0]
+                    published = PUBLISHED.get(int(power))
+                    if published is not None:
+                        self.latencies.append(arrived - published)
+        writer.close()
+
+
+def workers_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
+    """The resident memory of serve's HTTP workers (not the parent, not the link)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == serve.pid:
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != serve.pid:
+                continue
+            if b"devicecontrol.devices.link.process" in (entry / "cmdline").read_bytes():
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except (OSError, ProcessLookupError):
+            continue
+    return total
+
+
+async def flow(database_url: str, devices: list[Device], rate: float, seconds: float) -> float:
+    """Readings at ``rate`` for ``seconds``; stored per second (counted 3 s after)."""
+    before = await stored_readings(database_url)
+    await publish_for(devices, rate, seconds)
+    await asyncio.sleep(3)
+    return (await stored_readings(database_url) - before) / seconds
+
+
+async def measure(
+    base_url: str, port: int, mqtt_port: int, serve: subprocess.Popen[bytes], tokens: list[str],
+    args: argparse.Namespace,
+) -> dict[str, object]:  # fmt: skip
+    devices: list[Device] = [
+        TimedDevice(n, mqtt_port, serial_number(n)) for n in range(args.devices)
+    ]
+    connect_s = await connect_all(devices)
+    acks = [asyncio.create_task(d.read_acks()) for d in devices]
+    await asyncio.sleep(3)  # online written
+    without = await flow(args.database_url, devices, args.rate, args.seconds)
+
+    rss_before = workers_rss_bytes(serve)
+    readers = [StreamReader(port, token) for token in tokens[: args.streams]]
+    tasks = []
+    for reader in readers:  # a few at a time: each opening reads its controllers
+        tasks.append(asyncio.create_task(reader.run()))
+        if len(tasks) % 50 == 0:
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(asyncio.gather(*(r.opened.wait() for r in readers)), 60)
+    await asyncio.sleep(2)
+    rss_after = workers_rss_bytes(serve)
+
+    PUBLISHED.clear()
+    cpu_before = service_cpu_s(serve)
+    stored_before = await stored_readings(args.database_url)
+    with_streams = await flow(args.database_url, devices, args.rate, args.seconds)
+    stored = await stored_readings(args.database_url) - stored_before
+    service_cpu = (service_cpu_s(serve) - cpu_before) / (args.seconds + 3)
+    for task in tasks + acks:
+        task.cancel()
+    latencies = [x for r in readers for x in r.latencies]
+    received = sum(r.events for r in readers)
+    return {
+        "backend": args.backend,
+        "devices": args.devices,
+        "streams": len(readers),
+        "workers": 2,
+        "connect_s": connect_s,
+        "offered_per_s": args.rate,
+        "stored_per_s_without_streams": without,
+        "stored_per_s_with_streams": with_streams,
+        "stored_ratio": with_streams / without if without else 0.0,
+        "reading_events_received": received,
+        "readings_stored": stored,
+        "publish_to_event_p50_ms": quantile(latencies, 0.5) * 1000,
+        "publish_to_event_p99_ms": quantile(latencies, 0.99) * 1000,
+        "publish_to_event_max_ms": max(latencies, default=0.0) * 1000,
+        "bytes_per_idle_stream": (rss_after - rss_before) / max(1, len(readers)),
+        "service_cpu_cores": service_cpu,
+    }
+
+
+async def fill(database_url: str, devices: int) -> list[str]:
+    """The fleet, and a device secret for every controller; one token per holder."""
+    provisioned = await provision(database_url, Fleet(devices))
+    database = Database(database_url)
+    try:
+        async with database.write() as connection:
+            await connection.execute(
+                update(controllers).values(device_secret_digest=device_secret_digest(SECRET))
+            )
+    finally:
+        await database.dispose()
+    return [held[0] for _, held in sorted(provisioned.access_tokens.items())]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.events", description=__doc__)
+    parser.add_argument("--devices", type=int, default=10_000)
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=1000, help="readings a second, in all")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
+    args = parser.parse_args()
+    with (
+        tempfile.TemporaryDirectory(prefix="devicecontrol-bench-events-"),
+        throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
+    ):
+        args.database_url = database_url
+        tokens = asyncio.run(fill(database_url, args.devices))
+        port, mqtt_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "DEVICECONTROL_LOG_LEVEL": "warning",
+            "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
+        }
+        serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
+            [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
+             "--workers", "2", "--database-url", database_url],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            for _ in range(100):
+                with contextlib.suppress(httpx.TransportError):
+                    httpx.get(f"{base_url}/healthz", timeout=1)
+                    break
+                time.sleep(0.1)
+            result = asyncio.run(measure(base_url, port, mqtt_port, serve, tokens, args))
+        finally:
+            os.killpg(serve.pid, 15)
+            serve.wait(timeout=60)
+    for key, value in result.items():
+        shown = (
+            f"{value:,.2f}"
+            if isinstance(value, float)
+            else f"{value:,}"
+            if isinstance(value, int)
+            else str(value)
+        )
+        print(f"{key:32} {shown}")
+
+
+if __name__ == "__main__":
+    main()
