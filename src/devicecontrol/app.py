@@ -30,6 +30,7 @@ from devicecontrol.devices.asyncapi import asyncapi_json
 from devicecontrol.devices.routes import DevicesController, ProviderController
 from devicecontrol.errors import NotFound
 from devicecontrol.events.hub import Hub
+from devicecontrol.events.lane import StreamLane
 from devicecontrol.events.routes import NO_COMPRESSION, EventsController
 from devicecontrol.hot_reads import HotReads
 from devicecontrol.housekeeping.purge import purge_periodically
@@ -166,7 +167,8 @@ def create_app(
 ) -> Litestar:
     """The service on one database; the engine is disposed of at shutdown.
 
-    ``hot_reads=False`` leaves every request to Litestar: tests compare the two lanes.
+    ``hot_reads=False`` leaves every request to Litestar, the event streams' too: tests
+    compare the lanes.
     ``schedule_runner=True`` fires schedules in the background (schedules/runner.py), as
     every ``serve`` process does; in-process apps (tests) leave it to the tests, whose
     statement counts and logs it would otherwise join at random moments.
@@ -245,6 +247,8 @@ def create_app(
     handler = app.asgi_handler
     if hot_reads:  # the polled reads, without the framework's per-request work
         handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)
+        # the event streams, held for minutes, in a lane of their own (events/lane.py)
+        handler = StreamLane(handler, runtime, event_hub)
     # outside routing and error handling, so that every answer, 404s included, is observed
     app.asgi_handler = RequestObserver(handler, runtime.settings.trusted_proxies)
     return app

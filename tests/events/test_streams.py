@@ -309,3 +309,23 @@ async def test_sigterm_ends_open_streams_at_once_and_the_process_exits_cleanly(
         # not the 30 s graceful timeout a stream would otherwise hold the drain for
         assert asyncio.get_running_loop().time() - started < 10
         assert "Traceback" not in own.stderr()
+
+
+async def test_a_request_the_streams_lane_declines_is_streamed_by_the_framework_alike(server, url):
+    """Two Last-Event-ID headers: the lane hands the request to Litestar's route, which
+    streams the same events (the route also answers every refusal)."""
+    user, [serial] = await owner_with_plugs(url)
+    token = served_token(server, user)
+    headers = [("Authorization", f"Bearer {token}"), ("Last-Event-ID", "x"), ("Last-Event-ID", "y")]
+    async with (
+        httpx.AsyncClient(base_url=server.base_url, timeout=10) as http,
+        http.stream("GET", f"/v1/controllers/{serial}/events", headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["cache-control"] == "no-store"
+        reader = Reader(response)
+        opening = await reader.next()
+        assert opening.data == {"serial_number": serial, "online": False}
+        made = await asyncio.to_thread(switch_command, server, token, serial, "on")
+        assert (await reader.until("command")).data["command"]["id"] == made

@@ -38,8 +38,9 @@ class Hub:
         self.runtime = runtime
         self.position = 0  # every event up to here has been handed out
         self._streams: dict[Stream, int] = {}  # -> its slot (events/slots.py)
-        self._by_controller: dict[int, set[Stream]] = {}
-        self._by_user: dict[int, set[Stream]] = {}
+        # lists, not sets: nearly always one stream per controller (a set is 4x the size)
+        self._by_controller: dict[int, list[Stream]] = {}
+        self._by_user: dict[int, list[Stream]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
@@ -86,9 +87,9 @@ class Hub:
             self.position = position
         stream.skip_upto = max(stream.skip_upto, position)
         self._streams[stream] = slot
-        self._by_user.setdefault(stream.user_id, set()).add(stream)
+        _add(self._by_user, stream.user_id, stream)
         for controller_id in stream.controllers:
-            self._by_controller.setdefault(controller_id, set()).add(stream)
+            _add(self._by_controller, controller_id, stream)
         EVENT_STREAMS_OPEN.inc()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="events: hub")
@@ -99,7 +100,7 @@ class Hub:
             return
         EVENT_STREAMS_OPEN.dec()
         _discard(self._by_user, stream.user_id, stream)
-        for controller_id in list(self._by_controller):
+        for controller_id in stream.controllers:
             _discard(self._by_controller, controller_id, stream)
         self.give_back(slot)
 
@@ -152,7 +153,7 @@ class Hub:
             stream.offer(event)
             following = event.controller_id in stream.controllers
             if following:
-                self._by_controller.setdefault(event.controller_id, set()).add(stream)
+                _add(self._by_controller, event.controller_id, stream)
             else:
                 _discard(self._by_controller, event.controller_id, stream)
 
@@ -224,9 +225,15 @@ def _serial_of(data: str) -> str:
     return serial
 
 
-def _discard(index: dict[int, set[Stream]], key: int, stream: Stream) -> None:
+def _add(index: dict[int, list[Stream]], key: int, stream: Stream) -> None:
+    streams = index.setdefault(key, [])
+    if stream not in streams:
+        streams.append(stream)
+
+
+def _discard(index: dict[int, list[Stream]], key: int, stream: Stream) -> None:
     streams = index.get(key)
-    if streams is not None:
-        streams.discard(stream)
+    if streams is not None and stream in streams:
+        streams.remove(stream)
         if not streams:
             del index[key]

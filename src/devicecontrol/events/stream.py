@@ -11,7 +11,6 @@ too slow for its events has its stream closed, and resumes with ``Last-Event-ID`
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -70,8 +69,10 @@ class Stream:
         self.one_controller = one_controller
         self.skip_upto = 0  # events up to here are in what the stream opened with
         self.ended: Ended | None = None
-        self._waiting: deque[Outgoing] = deque()
-        self._ready = asyncio.Event()
+        self._waiting: list[Outgoing] = []  # an empty list is ten times smaller than a deque
+        # set while the writer waits: a bare future and a timer, not an Event and
+        # wait_for's task (a thousand idle streams hold a thousand of these)
+        self._wakeup: asyncio.Future[None] | None = None
 
     def offer(self, event: LoggedEvent) -> None:
         """Take ``event`` if it is this stream's (the log's events, in order)."""
@@ -107,7 +108,7 @@ class Stream:
             self.end(Ended.SLOW_READER)
             return
         self._waiting.append(outgoing)
-        self._ready.set()
+        self._wake()
 
     def end(self, reason: Ended) -> None:
         """The stream ends once what waits has been sent (all but for a slow reader)."""
@@ -115,23 +116,34 @@ class Stream:
             self.ended = reason
             if reason == Ended.SLOW_READER:
                 self._waiting.clear()
-        self._ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
 
     async def next_events(self, timeout_s: float) -> list[Outgoing]:
         """What waits to be sent, once there is some or after ``timeout_s`` (then [])."""
         if not self._waiting and self.ended is None:
+            loop = asyncio.get_running_loop()
+            self._wakeup = wakeup = loop.create_future()
+            timer = loop.call_later(timeout_s, _time_up, wakeup)
             try:
-                await asyncio.wait_for(self._ready.wait(), timeout_s)
-            except TimeoutError:
-                return []
-        self._ready.clear()
-        taken = list(self._waiting)
-        self._waiting.clear()
+                await wakeup
+            finally:
+                timer.cancel()
+                self._wakeup = None
+        taken, self._waiting = self._waiting, []
         return taken
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+
+def _time_up(wakeup: asyncio.Future[None]) -> None:
+    if not wakeup.done():
+        wakeup.set_result(None)
 
 
 def _with_links(data: str) -> str:

@@ -1,0 +1,106 @@
+"""The streams' own lane: ``GET .../controllers/events`` and ``.../controllers/{sn}/events``
+served in plain ASGI, in front of Litestar.
+
+Why: a stream is opened once and then held for minutes, and what it costs while it is held
+bounds how many a worker can hold. Through Litestar an idle stream holds its request,
+its middleware frames, a task group of two tasks and the response's iterator wrappers;
+here it holds the generator of ``opening.event_stream`` and one task that waits for the
+client to go. The checks are the same functions Litestar's route calls (the token as the
+middleware checks it, ``opening.open_stream``): anything this lane does not open (a
+refusal, an odd request) it hands to Litestar, whose route runs them again and answers
+with its problem+json, as the hot lane does for the polled reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from typing import Any
+
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from devicecontrol.auth.service import authenticate_bearer, bearer_token_digest
+from devicecontrol.events.hub import Hub
+from devicecontrol.events.opening import (
+    HEADERS,
+    BearerCredential,
+    Opened,
+    event_stream,
+    open_stream,
+    position_of,
+)
+from devicecontrol.events.stream import Ended
+from devicecontrol.runtime import Runtime
+
+PATH = re.compile(r"(?P<prefix>/v1)?/controllers/(?:(?P<serial>[A-Za-z0-9_-]{1,64})/)?events")
+
+
+class StreamLane:
+    def __init__(self, app: ASGIApp, runtime: Runtime, hub: Hub) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.hub = hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        matched = None
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            matched = PATH.fullmatch(scope["path"])
+        if matched is None or b"%" in (scope.get("raw_path") or b"%"):
+            await self.app(scope, receive, send)
+            return
+        opened = await self._open(scope, matched)
+        if opened is None:
+            await self.app(scope, receive, send)  # Litestar answers, refusals included
+            return
+        serial = matched["serial"]
+        prefix = matched["prefix"] or ""
+        template = f"{prefix}/controllers/{{serial_number}}/events" if serial else scope["path"]
+        scope["path_template"] = template  # for the request log and the metrics
+        await self._stream(opened, receive, send)
+
+    async def _open(self, scope: Scope, matched: re.Match[str]) -> Opened | None:
+        authorization: list[bytes] = []
+        last_event_id: list[bytes] = []
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization.append(value)
+            elif name == b"last-event-id":
+                last_event_id.append(value)
+        if len(authorization) != 1 or len(last_event_id) > 1:
+            return None
+        bearer = authorization[0].decode("latin-1")
+        try:
+            caller = await authenticate_bearer(self.runtime, bearer)
+            credential = BearerCredential(bearer_token_digest(bearer))
+            resume = position_of(last_event_id[0].decode("latin-1")) if last_event_id else None
+            opened = await open_stream(
+                self.runtime, caller.user_id, credential, matched["serial"], resume
+            )
+        except Exception:  # a refusal, an outage: Litestar's route decides and says it
+            return None
+        scope["user"] = caller
+        return opened
+
+    async def _stream(self, opened: Opened, receive: Receive, send: Send) -> None:
+        start: Any = {"type": "http.response.start", "status": 200, "headers": list(HEADERS)}
+        gone = asyncio.create_task(_client_gone(receive, opened))
+        try:
+            await send(start)
+            async for chunk in event_stream(self.runtime, self.hub, opened):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                del chunk  # not held while the stream waits for its next events
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # the client went away mid-write
+            opened.stream.end(Ended.CLIENT)
+        finally:
+            gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await gone
+
+
+async def _client_gone(receive: Receive, opened: Opened) -> None:
+    """Ends the stream when the client disconnects (the request has no body to read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    opened.stream.end(Ended.CLIENT)
