@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -24,6 +25,7 @@ from devicecontrol.config import Settings
 from devicecontrol.database.tables import access_tokens, events, users
 from devicecontrol.devices import identity, repository
 from devicecontrol.events.slots import STREAMS_PER_USER
+from devicecontrol.events.stream import MAX_WAITING
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import SECRET, next_command, served_token, switch_command
 from tests.events.support import Reader, stream, unique
@@ -329,3 +331,52 @@ async def test_a_request_the_streams_lane_declines_is_streamed_by_the_framework_
         assert opening.data == {"serial_number": serial, "online": False}
         made = await asyncio.to_thread(switch_command, server, token, serial, "on")
         assert (await reader.until("command")).data["command"]["id"] == made
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # a socket's behaviour: the same on both
+async def test_a_reader_that_does_not_read_is_cut_off_and_its_memory_freed(
+    backend, database_url, tmp_path
+):
+    """A client that never reads its stream while its device reports thousands of readings:
+    past MAX_WAITING events behind, its connection is closed and the metric says why."""
+    async with database(database_url) as runtime:
+        await make_client(runtime)
+    user, [serial] = await owner_with_plugs(database_url)
+    env = {"DEVICECONTROL_DEVICE_MESSAGE_RATE": "100000/1"}
+    with running_server(database_url, tmp_path, env=env, device_link=True) as own:
+        token = served_token(own, user)
+        port = int(own.base_url.rpartition(":")[2])
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that is slow
+        raw.connect(("127.0.0.1", port))
+        raw.sendall(
+            f"GET /v1/controllers/{serial}/events HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n".encode()
+        )
+        async with device(own, serial) as plug:
+            padding = "x" * 1000  # each event about a kilobyte
+            for n in range(4 * MAX_WAITING):
+                body = msgspec.json.encode({"n": n, "note": padding})
+                await plug.publish(f"devices/{serial}/state", body, qos=0)
+                if n % 200 == 0:
+                    await asyncio.sleep(0.05)
+
+            async def closed() -> float:
+                metrics = (await call(own, "GET", "/metrics", None)).text
+                return sum(
+                    float(line.rpartition(" ")[2])
+                    for line in metrics.splitlines()
+                    if line.startswith("devicecontrol_event_streams_closed_total")
+                    and 'reason="slow_reader"' in line
+                )
+
+            for _ in range(100):
+                if await closed() >= 1:
+                    break
+                await asyncio.sleep(0.1)
+            assert await closed() >= 1
+        # what the socket still holds, then the end the server wrote: it was closed
+        raw.settimeout(10)
+        while raw.recv(65536):
+            pass
+        raw.close()

@@ -83,17 +83,30 @@ class StreamLane:
         return opened
 
     async def _stream(self, opened: Opened, receive: Receive, send: Send) -> None:
+        """Send the stream. A reader that falls MAX_WAITING events behind is not waited
+        for: its ``send``, blocked on a full socket, is cancelled, and the connection
+        closes unfinished (uvicorn logs that it did), its memory freed at once."""
         start: Any = {"type": "http.response.start", "status": 200, "headers": list(HEADERS)}
         gone = asyncio.create_task(_client_gone(receive, opened))
+        this = asyncio.current_task()
+        assert this is not None
+        opened.stream.on_overflow = this.cancel
+        messages = event_stream(self.runtime, self.hub, opened)
         try:
             await send(start)
-            async for chunk in event_stream(self.runtime, self.hub, opened):
+            async for chunk in messages:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 del chunk  # not held while the stream waits for its next events
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:  # the client went away mid-write
             opened.stream.end(Ended.CLIENT)
+        except asyncio.CancelledError:
+            if opened.stream.ended != Ended.SLOW_READER:
+                raise
+            this.uncancel()
         finally:
+            opened.stream.on_overflow = None
+            await messages.aclose()  # its stream leaves the hub now, not when collected
             gone.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gone

@@ -7,7 +7,7 @@ stream's first part, in ``event_stream``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -112,7 +112,7 @@ def encoded(event_id: int, event: str, data: str) -> bytes:
     return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
 
 
-async def event_stream(runtime: Runtime, hub: Hub, opened: Opened) -> AsyncIterator[bytes]:
+async def event_stream(runtime: Runtime, hub: Hub, opened: Opened) -> AsyncGenerator[bytes, None]:
     """The stream: a resume's replay, the opening ``online`` events, then what happens,
     with a keep-alive comment when quiet; it ends when the stream does."""
     stream, expires_at = opened.stream, opened.expires_at

@@ -11,6 +11,7 @@ too slow for its events has its stream closed, and resumes with ``Last-Event-ID`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -73,6 +74,8 @@ class Stream:
         # set while the writer waits: a bare future and a timer, not an Event and
         # wait_for's task (a thousand idle streams hold a thousand of these)
         self._wakeup: asyncio.Future[None] | None = None
+        # called when the reader falls MAX_WAITING behind: its lane drops the connection
+        self.on_overflow: Callable[[], object] | None = None
 
     def offer(self, event: LoggedEvent) -> None:
         """Take ``event`` if it is this stream's (the log's events, in order)."""
@@ -106,6 +109,8 @@ class Stream:
     def _put(self, outgoing: Outgoing) -> None:
         if len(self._waiting) >= MAX_WAITING:
             self.end(Ended.SLOW_READER)
+            if self.on_overflow is not None:
+                self.on_overflow()
             return
         self._waiting.append(outgoing)
         self._wake()
