@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import functools
 import io
 import logging
 import os
@@ -184,14 +185,18 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
     return lines[0]
 
 
+@functools.cache
+def _every_row_of_every_table() -> dict[str, Any]:
+    """One query per table, built once: building them was two thirds of a snapshot's time."""
+    return {table.name: select(table).order_by(*table.c) for table in metadata.sorted_tables}
+
+
 async def snapshot(runtime: Runtime) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, to show that a failed command wrote nothing."""
     async with runtime.database.read() as connection:
         return {
-            table.name: [
-                tuple(row) for row in await connection.execute(select(table).order_by(*table.c))
-            ]
-            for table in metadata.sorted_tables
+            name: [tuple(row) for row in await connection.execute(query)]
+            for name, query in _every_row_of_every_table().items()
         }
 
 

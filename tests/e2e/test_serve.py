@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from devicecontrol.demo import data as demo
+from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, DEMO, Client, log_in, plugs, provision, token_call
 from tests.processes import Server, free_port, run_cli, running_server
 
@@ -36,12 +37,35 @@ def assert_token_response(response: httpx.Response, path: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def provisioned_server(
-    module_database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """One provisioned server for the tests below, which only log in and read."""
+def provisioned_database_url(module_database_url: str) -> str:
+    """The module's database with ana, her app and her plugs, for the servers below."""
     provision(module_database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
-    with running_server(module_database_url, tmp_path_factory.mktemp("serve")) as server:
+    return module_database_url
+
+
+@pytest.fixture(scope="module")
+def provisioned_server(
+    provisioned_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One provisioned server for the tests below, which only log in and read.
+
+    Started with ``--demo``: on a database with data that adds nothing and serves as
+    without it, which ``test_serve_demo_on_a_database_with_data_adds_none_but_serves``
+    reads from this server's output.
+    """
+    workdir = tmp_path_factory.mktemp("serve")
+    with running_server(provisioned_database_url, workdir, "--demo") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def configured_server(
+    provisioned_database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A second server on the module's database: two workers, a token lifetime of 120 s."""
+    env = {"DEVICECONTROL_ACCESS_TOKEN_TTL": "120"}
+    workdir = tmp_path_factory.mktemp("serve-configured")
+    with running_server(provisioned_database_url, workdir, "--workers", "2", env=env) as server:
         yield server
 
 
@@ -103,47 +127,41 @@ def assert_demo_works(server) -> None:
         ]
 
 
+@POSTGRESQL_ONLY
 def test_serve_demo_fills_an_empty_database_and_the_demo_login_works(database_url, tmp_path):
+    """On PostgreSQL: on SQLite the test below fills an empty database, one it creates."""
     with running_server(database_url, tmp_path, "--demo") as server:
         assert_demo_works(server)
 
 
 def test_serve_demo_creates_and_fills_a_new_sqlite_file(tmp_path):
+    """A file that does not exist yet: created, migrated, found empty and filled."""
     path = tmp_path / "brand-new.db"
     with running_server(f"sqlite:///{path}", tmp_path, "--demo") as server:
         assert_demo_works(server)
     assert path.exists()
 
 
-def test_serve_demo_on_a_database_with_data_adds_none_but_serves(database_url, tmp_path):
-    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
-    with running_server(database_url, tmp_path, "--demo") as server:
-        assert "not empty" in server.stderr()
-        # the banner itself says plainly that nothing was added, before the credentials
-        banner = server.stdout()
-        assert banner.startswith("The database already had data, so NO demo data was added")
-        assert banner.index("NO demo data") < banner.index("Demo client:")
-        with httpx.Client(base_url=server.base_url, timeout=10) as http:
-            assert log_in(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD).status_code == 401
-            assert_token_response(ana_logs_in(http), "login")
+def test_serve_demo_on_a_database_with_data_adds_none_but_serves(provisioned_server):
+    """The module's server: ``--demo`` on a database provisioned before it started."""
+    server = provisioned_server
+    assert "not empty" in server.stderr()
+    # the banner itself says plainly that nothing was added, before the credentials
+    banner = server.stdout()
+    assert banner.startswith("The database already had data, so NO demo data was added")
+    assert banner.index("NO demo data") < banner.index("Demo client:")
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        assert log_in(http, DEMO, demo.DEMO_USER, demo.DEMO_PASSWORD).status_code == 401
+        assert_token_response(ana_logs_in(http), "login")
 
 
-def test_serve_reads_the_token_lifetime_from_the_environment(database_url, tmp_path):
-    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
-    env = {"DEVICECONTROL_ACCESS_TOKEN_TTL": "120"}
-    with (
-        running_server(database_url, tmp_path, env=env) as server,
-        httpx.Client(base_url=server.base_url, timeout=10) as http,
-    ):
+def test_serve_reads_the_token_lifetime_from_the_environment(configured_server):
+    with httpx.Client(base_url=configured_server.base_url, timeout=10) as http:
         assert assert_token_response(ana_logs_in(http), "login")["expires_in"] == 120
 
 
-def test_serve_with_two_workers_answers_from_both(database_url, tmp_path):
-    provision(database_url, client=APP, users={ANA: PASSWORD}, controllers=plugs(ANA))
-    with (
-        running_server(database_url, tmp_path, "--workers", "2") as server,
-        httpx.Client(base_url=server.base_url, timeout=10) as http,
-    ):
+def test_serve_with_two_workers_answers_from_both(configured_server):
+    with httpx.Client(base_url=configured_server.base_url, timeout=10) as http:
         for _ in range(4):
             assert_token_response(ana_logs_in(http), "login")
 
