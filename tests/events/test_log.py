@@ -1,0 +1,47 @@
+"""The events' log (events/log.py) on a real database, SQLite and PostgreSQL: positions in
+order, and the trim that keeps EVENT_RETENTION and always the newest event."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from devicecontrol.clock import utcnow
+from devicecontrol.database.tables import events
+from devicecontrol.events import log
+
+
+async def positions(runtime) -> list[int]:
+    async with runtime.database.read() as connection:
+        return [
+            row.id for row in await connection.execute(select(events.c.id).order_by(events.c.id))
+        ]
+
+
+async def test_append_returns_the_newest_position_and_logs_in_order(runtime):
+    async with runtime.database.write() as connection:
+        assert await log.append(connection, []) is None
+        first = await log.append(connection, [log.online(1, "P-1", True)])
+    async with runtime.database.write() as connection:
+        newest = await log.append(
+            connection, [log.online(1, "P-1", False), log.online(2, "P-2", True)]
+        )
+    assert first is not None and newest == first + 2
+    assert await positions(runtime) == [first, first + 1, first + 2]
+
+
+async def test_the_trim_keeps_the_retention_and_the_newest_event_in_short_batches(runtime):
+    async with runtime.database.write() as connection:
+        await log.append(connection, [log.online(1, "P-1", n % 2 == 0) for n in range(7)])
+    kept = await positions(runtime)
+    old = utcnow() - log.EVENT_RETENTION - timedelta(seconds=1)
+    async with runtime.database.write() as connection:  # the 5 oldest, and the newest, aged
+        aged = [*kept[:5], kept[-1]]
+        await connection.execute(update(events).where(events.c.id.in_(aged)).values(created_at=old))
+    async with runtime.database.write() as connection:
+        assert await log.purge(connection, limit=3) == 3  # one batch at a time
+    async with runtime.database.write() as connection:
+        assert await log.purge(connection, limit=3) == 2
+    # the two young ones stay, and the newest, however old: a resume from it is no gap
+    assert await positions(runtime) == kept[5:]
