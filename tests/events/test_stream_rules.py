@@ -29,7 +29,7 @@ def sent(stream: Stream) -> list[tuple[int, str, dict]]:
 
 
 def test_a_slow_reader_is_closed_past_the_bound_and_what_waited_is_dropped():
-    stream = Stream(ANA, {7: "PLUG-7"}, one_controller=True)
+    stream = Stream(ANA, {7}, one_controller=True)
     for position in range(1, MAX_WAITING + 1):
         stream.offer(logged(position, log.online(7, "PLUG-7", position % 2 == 0)))
     assert stream.waiting == MAX_WAITING and stream.ended is None
@@ -41,7 +41,7 @@ def test_a_slow_reader_is_closed_past_the_bound_and_what_waited_is_dropped():
 
 
 def test_only_the_users_controllers_while_they_own_them():
-    stream = Stream(ANA, {7: "PLUG-7"}, one_controller=False)
+    stream = Stream(ANA, {7}, one_controller=False)
     stream.offer(logged(1, log.online(8, "PLUG-8", True)))  # not hers
     stream.offer(logged(2, log.gained(8, "PLUG-8", BOB, True)))  # bob's gain
     stream.offer(logged(3, log.gained(9, "PLUG-9", ANA, False)))  # hers now
@@ -59,7 +59,7 @@ def test_only_the_users_controllers_while_they_own_them():
 
 
 def test_the_one_controller_stream_ends_with_its_controller_and_skips_what_it_opened_with():
-    stream = Stream(ANA, {7: "PLUG-7"}, one_controller=True)
+    stream = Stream(ANA, {7}, one_controller=True)
     stream.skip_upto = 2
     stream.offer(logged(2, log.online(7, "PLUG-7", True)))  # in its opening state already
     stream.offer(logged(3, log.gained(9, "PLUG-9", ANA, True)))  # another of hers: not here

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-import msgspec
-
 from devicecontrol.clock import monotonic
 from devicecontrol.events import repository, slots
 from devicecontrol.events.log import EventKind
@@ -180,7 +178,7 @@ async def catch_up(runtime: Runtime, stream: Stream, after: int, upto: int) -> N
         for row in rows:
             stream.offer(row)
             after = row.id
-            if stream.controllers.keys() - following:
+            if stream.controllers - following:
                 break  # its events from here on were not in this read
         else:
             if len(rows) < READ_BATCH:
@@ -188,11 +186,11 @@ async def catch_up(runtime: Runtime, stream: Stream, after: int, upto: int) -> N
 
 
 async def owned_before(
-    runtime: Runtime, user_id: int, owned_now: dict[int, str], after: int, upto: int
-) -> dict[int, str]:
+    runtime: Runtime, user_id: int, owned_now: set[int], after: int, upto: int
+) -> set[int]:
     """The controllers ``user_id`` owned at position ``after``, from those owned at ``upto``
     and the owner changes between (a resumed stream replays only its own events)."""
-    owned = dict(owned_now)
+    owned = set(owned_now)
     changes: list[Any] = []
     while True:
         async with runtime.database.read() as connection:
@@ -203,9 +201,9 @@ async def owned_before(
         after = rows[-1].id
     for row in reversed(changes):  # undo them, newest first
         if row.kind == EventKind.GAINED:
-            owned.pop(row.controller_id, None)
+            owned.discard(row.controller_id)
         elif row.kind == EventKind.LOST:
-            owned[row.controller_id] = _serial_of(row.data)
+            owned.add(row.controller_id)
     return owned
 
 
@@ -218,11 +216,6 @@ def _chained(previous: Any, first: Callable[[], object]) -> Callable[[int, Frame
             previous(signum, frame)
 
     return handle
-
-
-def _serial_of(data: str) -> str:
-    serial: str = msgspec.json.decode(data)["serial_number"]
-    return serial
 
 
 def _add(index: dict[int, list[Stream]], key: int, stream: Stream) -> None:

@@ -73,7 +73,8 @@ class Opened:
     credential: Credential
     expires_at: datetime
     position: int
-    online: dict[int, bool]
+    # each controller's (serial number, online) at ``position``; emptied once sent
+    state: dict[int, tuple[str, bool]]
     resume_after: int | None
 
 
@@ -98,13 +99,9 @@ async def open_stream(
     if serial_number is not None and not owned:
         raise not_yours(serial_number)
     slot = await slots.take(runtime, user_id)
-    stream = Stream(
-        user_id,
-        {row.id: row.serial_number for row in owned},
-        one_controller=serial_number is not None,
-    )
-    online = {row.id: bool(row.online) for row in owned}
-    return Opened(stream, slot, credential, expires_at, position, online, resume_after)
+    stream = Stream(user_id, {row.id for row in owned}, one_controller=serial_number is not None)
+    state = {row.id: (row.serial_number, bool(row.online)) for row in owned}
+    return Opened(stream, slot, credential, expires_at, position, state, resume_after)
 
 
 def encoded(event_id: int, event: str, data: str) -> bytes:
@@ -118,7 +115,8 @@ async def event_stream(runtime: Runtime, hub: Hub, opened: Opened) -> AsyncGener
     stream, expires_at = opened.stream, opened.expires_at
     joined = False
     try:
-        await _open(runtime, stream, opened.position, opened.online, opened.resume_after)
+        await _open(runtime, stream, opened.position, opened.state, opened.resume_after)
+        opened.state = {}  # sent: not held for the stream's life
         await hub.join(stream, opened.position, opened.slot)
         joined = True
         keep_alive_at = monotonic() + KEEP_ALIVE_S
@@ -162,7 +160,7 @@ async def _open(
     runtime: Runtime,
     stream: Stream,
     position: int,
-    online: dict[int, bool],
+    state: dict[int, tuple[str, bool]],
     resume_after: int | None,
 ) -> None:
     """What a stream opens with: on a resume, what the client missed up to ``position``
@@ -172,13 +170,13 @@ async def _open(
             oldest = await repository.oldest_position(connection)
         kept = oldest is not None and oldest - 1 <= resume_after <= position
         if kept or resume_after == position:
-            owned_now = dict(stream.controllers)
+            owned_now = set(stream.controllers)
             before = await owned_before(runtime, stream.user_id, owned_now, resume_after, position)
             if stream.one_controller:  # only its own controller, if it was theirs then
-                before = {cid: sn for cid, sn in before.items() if cid in owned_now}
+                before &= owned_now
             stream.controllers = before
             await catch_up(runtime, stream, resume_after, position)
             stream.controllers = owned_now
         else:
             stream.gap(position)
-    stream.opening(position, online)
+    stream.opening(position, state)

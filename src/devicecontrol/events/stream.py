@@ -64,9 +64,9 @@ class Outgoing:
 
 
 class Stream:
-    def __init__(self, user_id: int, controllers: dict[int, str], *, one_controller: bool) -> None:
+    def __init__(self, user_id: int, controllers: set[int], *, one_controller: bool) -> None:
         self.user_id = user_id
-        self.controllers = controllers  # followed now: controller id -> serial number
+        self.controllers = controllers  # the ids of those it follows now
         self.one_controller = one_controller
         self.skip_upto = 0  # events up to here are in what the stream opened with
         self.ended: Ended | None = None
@@ -84,11 +84,11 @@ class Stream:
         kind = event.kind
         if kind == EventKind.GAINED:
             if event.user_id == self.user_id and not self.one_controller:
-                self.controllers[event.controller_id] = _decode(event.data)["serial_number"]
+                self.controllers.add(event.controller_id)
                 self._put(Outgoing(event.id, EventKind.ONLINE, event.data))
         elif kind == EventKind.LOST:
             if event.user_id == self.user_id and event.controller_id in self.controllers:
-                del self.controllers[event.controller_id]
+                self.controllers.discard(event.controller_id)
                 self._put(Outgoing(event.id, "end", event.data))
                 if self.one_controller:
                     self.end(Ended.CONTROLLER_LOST)
@@ -96,10 +96,12 @@ class Stream:
             data = _with_links(event.data) if kind == EventKind.COMMAND else event.data
             self._put(Outgoing(event.id, kind, data))
 
-    def opening(self, position: int, online: dict[int, bool]) -> None:
-        """The current ``online`` of each controller, as of ``position``."""
-        for controller_id, serial_number in self.controllers.items():
-            data = {"serial_number": serial_number, "online": online[controller_id]}
+    def opening(self, position: int, state: dict[int, tuple[str, bool]]) -> None:
+        """The current ``online`` of each controller, as of ``position``, from its
+        (serial number, online)."""
+        for controller_id in self.controllers:
+            serial_number, online = state[controller_id]
+            data = {"serial_number": serial_number, "online": online}
             self._put(Outgoing(position, EventKind.ONLINE, _encode(data).decode()))
 
     def gap(self, position: int) -> None:
