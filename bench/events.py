@@ -8,8 +8,9 @@ over raw MQTT sockets. Then, in one run:
 1. readings flow at RATE a second for SECONDS with no stream open (the link's stored
    readings per second, the baseline);
 2. every token holder opens its all-controllers stream (``GET /v1/controllers/events``,
-   1,000 streams spread by the kernel over the two workers); the workers' memory is read
-   with half of them open and with all, idle (the second half's cost per stream);
+   1,000 streams spread by the kernel over the two workers); then a second one each,
+   idle, whose cost per stream is the workers' memory after less before, and which are
+   closed again;
 3. the same flow again, now with every reading owed to one stream: each stream's reader
    notes when each reading's event arrives.
 
@@ -99,6 +100,18 @@ class StreamReader:
         writer.close()
 
 
+async def open_streams(readers: list[StreamReader]) -> list[asyncio.Task[None]]:
+    """Open every reader's stream, a few at a time (each opening reads its controllers),
+    and wait until each has had its opening events."""
+    tasks = []
+    for reader in readers:
+        tasks.append(asyncio.create_task(reader.run()))
+        if len(tasks) % 50 == 0:
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(asyncio.gather(*(r.opened.wait() for r in readers)), 60)
+    return tasks
+
+
 def workers_rss_bytes(serve: subprocess.Popen[bytes]) -> int:
     """The resident memory of serve's HTTP workers (not the parent, not the link)."""
     total = 0
@@ -139,19 +152,19 @@ async def measure(
     without = await flow(args.database_url, devices, args.rate, args.seconds)
 
     readers = [StreamReader(port, token) for token in tokens[: args.streams]]
-    tasks: list[asyncio.Task[None]] = []
-    half = len(readers) // 2
-    rss = []
-    # the marginal cost of an idle stream: the workers' memory with half the streams open,
-    # then with all (what the first streams warm up once, pools and caches, is not in it)
-    for group in (readers[:half], readers[half:]):
-        for reader in group:  # a few at a time: each opening reads its controllers
-            tasks.append(asyncio.create_task(reader.run()))
-            if len(tasks) % 50 == 0:
-                await asyncio.sleep(0.05)
-        await asyncio.wait_for(asyncio.gather(*(r.opened.wait() for r in group)), 60)
-        await asyncio.sleep(2)
-        rss.append(workers_rss_bytes(serve))
+    extra = [StreamReader(port, token) for token in tokens[: args.streams]]
+    tasks = await open_streams(readers)
+    await asyncio.sleep(2)
+    rss_before = workers_rss_bytes(serve)
+    # the marginal cost of an idle stream: as many again (a second stream of each user),
+    # once what the first ones warmed up (pools, caches, the hub's indexes) is in place;
+    # closed again before the flow, which runs with one stream per user
+    extra_tasks = await open_streams(extra)
+    await asyncio.sleep(2)
+    rss_after = workers_rss_bytes(serve)
+    for task in extra_tasks:
+        task.cancel()
+    await asyncio.sleep(2)
 
     PUBLISHED.clear()
     cpu_before = service_cpu_s(serve)
@@ -178,7 +191,7 @@ async def measure(
         "publish_to_event_p50_ms": quantile(latencies, 0.5) * 1000,
         "publish_to_event_p99_ms": quantile(latencies, 0.99) * 1000,
         "publish_to_event_max_ms": max(latencies, default=0.0) * 1000,
-        "bytes_per_idle_stream": (rss[1] - rss[0]) / max(1, len(readers) - half),
+        "bytes_per_idle_stream": (rss_after - rss_before) / max(1, len(extra)),
         "service_cpu_cores": service_cpu,
     }
 
@@ -205,6 +218,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
+    parser.add_argument("--serve-log", help="serve's log (warnings and errors), to this file")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="devicecontrol-bench-events-"),
@@ -218,10 +232,11 @@ def main() -> None:
             "DEVICECONTROL_LOG_LEVEL": "warning",
             "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
         }
+        serve_log = open(args.serve_log, "wb") if args.serve_log else subprocess.DEVNULL  # noqa: SIM115
         serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
             [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
              "--workers", "2", "--database-url", database_url],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, stdout=subprocess.DEVNULL, stderr=serve_log,
             start_new_session=True,
         )  # fmt: skip
         try:

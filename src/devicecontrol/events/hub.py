@@ -14,7 +14,8 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
@@ -28,6 +29,14 @@ from devicecontrol.runtime import Runtime
 
 POLL_S = 1.0
 READ_BATCH = 5_000
+# the newest events, kept in memory: a stream that joins a little behind the hub (it read
+# its controllers a few milliseconds ago) catches up from here, not from the database
+RECENT = 10_000
+# stream openings (and their slots' bookkeeping) under way at once in a process: a burst
+# of them (every client back after a restart) waits here, in order, rather than for a
+# database connection, which gives up after a second (503); below the pools' size (5),
+# so that the other requests always find one
+OPENING_AT_ONCE = 3
 logger = logging.getLogger("devicecontrol.events")
 
 
@@ -42,6 +51,8 @@ class Hub:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
+        self._recent: deque[Any] = deque(maxlen=RECENT)
+        self.opening = asyncio.Semaphore(OPENING_AT_ONCE)
         self._signal_handlers: dict[int, Callable[[int, FrameType | None], None]] = {}
 
     async def start(self, *, end_streams_on_stop: bool = False) -> None:
@@ -77,12 +88,19 @@ class Hub:
 
     async def join(self, stream: Stream, position: int, slot: int) -> None:
         """Add ``stream``, which has everything up to ``position``."""
-        while self._streams and self.position > position:  # read what it lacks itself
-            upto = self.position
+        while self._streams and self.position > position:  # what it lacks
+            if self._recent and self._recent[0].id <= position + 1:
+                for event in self._recent:  # all in memory: no await, so none is missed
+                    if event.id > position:
+                        stream.offer(event)
+                position = self.position
+                break
+            upto = self.position  # further behind than memory holds: from the log
             await catch_up(self.runtime, stream, position, upto)
             position = upto
         if not self._streams:
             self.position = position
+            self._recent.clear()
         stream.skip_upto = max(stream.skip_upto, position)
         self._streams[stream] = slot
         _add(self._by_user, stream.user_id, stream)
@@ -104,7 +122,11 @@ class Hub:
 
     def give_back(self, slot: int) -> None:
         """Free a stream's slot (in the background: the stream has ended)."""
-        self._chore(slots.give_back(self.runtime, [slot]))
+        self._chore(self._in_turn(slots.give_back(self.runtime, [slot])))
+
+    async def _in_turn(self, work: Awaitable[None]) -> None:
+        async with self.opening:
+            await work
 
     # --- reading the log ------------------------------------------------------------------
 
@@ -129,7 +151,7 @@ class Hub:
                 await asyncio.sleep(POLL_S)
             if monotonic() >= touch_at:
                 touch_at = monotonic() + slots.TOUCH_EVERY_S
-                self._chore(slots.touch(self.runtime, list(self._streams.values())))
+                self._chore(self._in_turn(slots.touch(self.runtime, list(self._streams.values()))))
 
     async def _read(self) -> None:
         while self._streams:
@@ -137,6 +159,7 @@ class Hub:
                 rows = await repository.events_after(connection, self.position, READ_BATCH)
             for row in rows:
                 self._hand_out(row)
+            self._recent.extend(rows)
             if rows:
                 self.position = rows[-1].id
             if len(rows) < READ_BATCH:

@@ -20,7 +20,10 @@ from typing import Any
 
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from devicecontrol.auth.service import authenticate_bearer, bearer_token_digest
+from devicecontrol.auth.repository import find_live_access_token
+from devicecontrol.auth.schemas import Caller
+from devicecontrol.auth.service import bearer_token_digest
+from devicecontrol.clock import utcnow
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
     HEADERS,
@@ -69,17 +72,28 @@ class StreamLane:
                 last_event_id.append(value)
         if len(authorization) != 1 or len(last_event_id) > 1:
             return None
-        bearer = authorization[0].decode("latin-1")
         try:
-            caller = await authenticate_bearer(self.runtime, bearer)
-            credential = BearerCredential(bearer_token_digest(bearer))
+            credential = BearerCredential(bearer_token_digest(authorization[0].decode("latin-1")))
             resume = position_of(last_event_id[0].decode("latin-1")) if last_event_id else None
-            opened = await open_stream(
-                self.runtime, caller.user_id, credential, matched["serial"], resume
-            )
+            async with self.hub.opening:
+                # the token as the middleware checks it, with its expiry, in one read
+                async with self.runtime.database.read() as connection:
+                    live = await find_live_access_token(
+                        connection, credential.token_digest, utcnow()
+                    )
+                if live is None:
+                    return None
+                opened = await open_stream(
+                    self.runtime,
+                    live.user_id,
+                    credential,
+                    matched["serial"],
+                    resume,
+                    expires_at=live.expires_at,
+                )
         except Exception:  # a refusal, an outage: Litestar's route decides and says it
             return None
-        scope["user"] = caller
+        scope["user"] = Caller(user_id=live.user_id)
         return opened
 
     async def _stream(self, opened: Opened, receive: Receive, send: Send) -> None:

@@ -84,12 +84,16 @@ async def open_stream(
     credential: Credential,
     serial_number: str | None,
     resume_after: int | None,
+    *,
+    expires_at: datetime | None = None,
 ) -> Opened:
     """The stream of ``user_id`` (one controller's, or all of theirs), or the domain error
-    that refuses it: 401 (a token revoked since the caller was let in), 404, 429."""
+    that refuses it: 401 (a token revoked since the caller was let in), 404, 429.
+    ``expires_at``: the credential's, when the caller has just read it."""
     if serial_number is not None and not is_serial_number(serial_number):
         raise not_yours(serial_number)
-    expires_at = await credential.expires_at(runtime)
+    if expires_at is None:
+        expires_at = await credential.expires_at(runtime)
     if expires_at is None:
         raise unknown_token()
     async with runtime.database.read() as connection:

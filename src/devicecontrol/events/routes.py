@@ -89,9 +89,10 @@ async def _answer(
 ) -> Stream:
     # the bearer token the middleware let in (one header: two are a 401 there)
     credential = BearerCredential(bearer_token_digest(request.headers.get("authorization")))
-    opened = await open_stream(
-        runtime, request.user.user_id, credential, serial_number, position_of(last_event_id)
-    )
     hub: Hub = request.app.state.event_hub
+    async with hub.opening:
+        opened = await open_stream(
+            runtime, request.user.user_id, credential, serial_number, position_of(last_event_id)
+        )
     headers = {name.decode(): value.decode() for name, value in HEADERS if name != b"content-type"}
     return Stream(event_stream(runtime, hub, opened), media_type=EVENT_STREAM, headers=headers)
