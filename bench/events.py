@@ -33,10 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiomqtt
 import httpx
 import msgspec
 from sqlalchemy import update
 
+from bench.brokers import mosquitto_broker
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.devices import (
     SECRET,
@@ -196,6 +198,46 @@ async def measure(
     }
 
 
+async def mosquitto_ceiling(args: argparse.Namespace) -> dict[str, object]:
+    """The same devices and flow against Mosquitto pushing every reading to one
+    subscriber: the publish-to-delivery time of a broker that only moves bytes, on this
+    machine, in this run (the service adds the commit, the log's read and the stream)."""
+    PUBLISHED.clear()
+    async with mosquitto_broker() as port:
+        devices: list[Device] = [
+            TimedDevice(n, port, serial_number(n)) for n in range(args.devices)
+        ]
+        await connect_all(devices)
+        acks = [asyncio.create_task(d.read_acks()) for d in devices]
+        latencies: list[float] = []
+        async with aiomqtt.Client("127.0.0.1", port, identifier="bench-ceiling") as subscriber:
+            await subscriber.subscribe("devices/+/state", qos=1)
+
+            async def receive() -> None:
+                async for message in subscriber.messages:
+                    arrived = time.perf_counter()
+                    assert isinstance(message.payload, bytes)
+                    power = msgspec.json.decode(message.payload)["power"][0]
+                    published = PUBLISHED.get(int(power))
+                    if published is not None:
+                        latencies.append(arrived - published)
+
+            receiver = asyncio.create_task(receive())
+            await publish_for(devices, args.rate, args.seconds)
+            await asyncio.sleep(3)
+            receiver.cancel()
+        for task in acks:
+            task.cancel()
+        for device in devices:
+            device.drop()
+    return {
+        "ceiling": "mosquitto, one subscriber",
+        "ceiling_delivered": len(latencies),
+        "ceiling_publish_to_delivery_p50_ms": quantile(latencies, 0.5) * 1000,
+        "ceiling_publish_to_delivery_p99_ms": quantile(latencies, 0.99) * 1000,
+    }
+
+
 async def fill(database_url: str, devices: int) -> list[str]:
     """The fleet, and a device secret for every controller; one token per holder."""
     provisioned = await provision(database_url, Fleet(devices))
@@ -219,6 +261,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
     parser.add_argument("--serve-log", help="serve's log (warnings and errors), to this file")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="devicecontrol-bench-events-"),
@@ -250,6 +293,8 @@ def main() -> None:
         finally:
             os.killpg(serve.pid, 15)
             serve.wait(timeout=60)
+    if args.ceiling:
+        result.update(asyncio.run(mosquitto_ceiling(args)))
     for key, value in result.items():
         shown = (
             f"{value:,.2f}"
