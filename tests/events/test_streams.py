@@ -90,6 +90,17 @@ async def call(
         return await http.request(method, path, headers=headers, json=body)
 
 
+async def samples(server: Server) -> dict[str, float]:
+    """``name{labels}`` -> value, from GET /metrics."""
+    text = (await call(server, "GET", "/metrics", None)).text
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
 def assert_ids_never_go_down(seen: list[str | None]) -> None:
     assert all(i is not None for i in seen), seen
     numbers = [int(i) for i in seen if i is not None]
@@ -146,7 +157,19 @@ async def test_a_stream_shows_online_readings_and_each_command_status_as_they_ha
             assert done.data["command"] == read
         gone = await events_.until("online", online=False)
         seen.append(gone.id)
+        # the metrics, summed over the workers: this stream is open, its events were sent
+        # (other tests' streams add to them, never take away)
+        metrics = await samples(server)
+        assert metrics["devicecontrol_event_streams_open"] >= 1
+        for kind in ("online", "reading", "command"):
+            assert metrics[f'devicecontrol_events_sent_total{{type="{kind}"}}'] >= 1
     assert_ids_never_go_down(seen)
+    for _ in range(50):  # closed: counted as the client's doing, once the worker notices
+        closed = await samples(server)
+        if closed.get('devicecontrol_event_streams_closed_total{reason="client_closed"}', 0):
+            break
+        await asyncio.sleep(0.1)
+    assert closed['devicecontrol_event_streams_closed_total{reason="client_closed"}'] >= 1
 
 
 async def test_who_may_open_a_stream_is_decided_before_any_byte(server, url):
@@ -263,9 +286,12 @@ async def test_a_user_has_at_most_ten_streams_open_and_the_next_is_429(server, u
     raise AssertionError("closed streams never freed their places")
 
 
+@pytest.mark.parametrize("module_database_url", ["sqlite"], indirect=True)
 async def test_a_stream_ends_when_its_token_expires_or_is_revoked_and_keeps_alive_meanwhile(
     server, url
 ):
+    """Waits out a keep-alive (15 s) and a token check (10 s): on SQLite alone, since the
+    token is read by the same statement as every request's, tested on both backends."""
     user, [serial] = await owner_with_plugs(url)
     path = f"/v1/controllers/{serial}/events"
     expiring = served_token(server, user)

@@ -53,16 +53,16 @@ class Hub:
         self._chores: set[asyncio.Task[None]] = set()
         self._recent: deque[Any] = deque(maxlen=RECENT)
         self.opening = asyncio.Semaphore(OPENING_AT_ONCE)
+        self._listening = False
         self._signal_handlers: dict[int, Callable[[int, FrameType | None], None]] = {}
 
     async def start(self, *, end_streams_on_stop: bool = False) -> None:
-        """Hear the announcements (the app's start-up). With ``end_streams_on_stop`` (a
+        """The app's start-up: the hub hears announcements from its first stream on (an app
+        that never holds one opens no listening connection). With ``end_streams_on_stop`` (a
         ``serve`` worker), SIGTERM and SIGINT end every stream at once: uvicorn drains
         the requests in flight before anything else hears of the stop, and a stream
         would hold the drain for its whole graceful timeout. Its clients resume, with
         ``Last-Event-ID``, on another process."""
-        self.runtime.changes.add_listener(self._heard)
-        await self.runtime.changes.start()
         if end_streams_on_stop and threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -88,6 +88,10 @@ class Hub:
 
     async def join(self, stream: Stream, position: int, slot: int) -> None:
         """Add ``stream``, which has everything up to ``position``."""
+        if not self._listening:
+            self._listening = True
+            self.runtime.changes.add_listener(self._heard)
+            await self.runtime.changes.start()
         while self._streams and self.position > position:  # what it lacks
             if self._recent and self._recent[0].id <= position + 1:
                 for event in self._recent:  # all in memory: no await, so none is missed

@@ -15,6 +15,8 @@ event), and reads anyway every POLL_S in case an announcement was lost.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -123,6 +125,38 @@ async def announce(changes: Changes, newest: int | None = 0) -> None:
     it did not), once the transaction has committed."""
     if newest is not None:
         await changes.announce(Change(EVENTS_LOGGED, 0, newest))
+
+
+class Announcer:
+    """Announces the newest position in the background, one announcement in flight at a
+    time and the newest position only: the link's writers commit many batches a second and
+    need not wait for each NOTIFY (or a reconnect of its connection after an outage)."""
+
+    def __init__(self, changes: Changes) -> None:
+        self._changes = changes
+        self._newest = 0
+        self._pending = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def announce(self, newest: int | None) -> None:
+        if newest is None:
+            return
+        self._newest = max(self._newest, newest)
+        self._pending.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="events: announcer")
+
+    async def _run(self) -> None:
+        while True:
+            await self._pending.wait()
+            self._pending.clear()
+            await self._changes.announce(Change(EVENTS_LOGGED, 0, self._newest))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
 
 async def purge(

@@ -93,6 +93,8 @@ class Ingest:
         self._presence: dict[int, tuple[bool, datetime]] = {}
         self._presence_written = asyncio.Event()  # nothing of it waits to be written
         self._presence_written.set()
+        # the events' newest position, announced in the background once committed
+        self._announcer = events_log.Announcer(runtime.changes)
 
     async def room(self) -> None:
         """Return once the queue can take a message (the broker waits before a read)."""
@@ -154,7 +156,10 @@ class Ingest:
         """The writers, side by side: results one at a time (a ``?wait`` hangs on each),
         and presence with the readings in batches. On PostgreSQL a result never waits for
         the batch in progress; on SQLite for a batch's statements at most (the write lock)."""
-        await asyncio.gather(self._write_results(), self._write_readings())
+        try:
+            await asyncio.gather(self._write_results(), self._write_readings())
+        finally:
+            await self._announcer.close()
 
     async def _write_results(self) -> None:
         while True:
@@ -201,7 +206,7 @@ class Ingest:
         async with self.runtime.database.write() as connection:
             changed = await repository.set_presence(connection, written)
             newest = await events_log.append(connection, events_log.online_changes(changed))
-        await events_log.announce(self.runtime.changes, newest)
+        self._announcer.announce(newest)
         for controller_id, state in written.items():  # unless it changed meanwhile
             if self._presence.get(controller_id) == state:
                 del self._presence[controller_id]
@@ -222,7 +227,7 @@ class Ingest:
                 newest = await events_log.append(connection, [_reading_event(a) for a in kept])
         for _ in group:  # committed: acknowledged, in arrival order
             self._acknowledge(self._readings.popleft())
-        await events_log.announce(self.runtime.changes, newest)
+        self._announcer.announce(newest)
 
     async def _store_result(self, head: Arrival[ResultObject]) -> None:
         outcome = await commands.record_result(
