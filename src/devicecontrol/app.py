@@ -16,6 +16,7 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, Tag
 from litestar.static_files import create_static_files_router
+from litestar.types import ASGIApp
 
 from devicecontrol import __version__
 from devicecontrol.auth import passwords
@@ -41,6 +42,7 @@ from devicecontrol.http.openapi import (
     openapi_json,
 )
 from devicecontrol.http.problems import EXCEPTION_HANDLERS
+from devicecontrol.http.unprefixed import UnprefixedPaths
 from devicecontrol.observability.endpoints import OPERATIONAL_HANDLERS
 from devicecontrol.observability.metrics import pool_sampling
 from devicecontrol.observability.request_log import RequestObserver
@@ -62,6 +64,8 @@ API_CONTROLLERS = [
     GeofencesController,
     SchedulesController,
 ]
+# their first path segments: a path starting with one, without /v1, is answered as /v1's
+API_SEGMENTS = {"auth", "users", "controllers", "provider", "geofences", "schedules"}
 API_DESCRIPTION = """\
 The device-control v1 API. Every endpoint also answers without the `/v1` prefix (documented
 once, under `/v1`). Successes are `application/hal+json`; every error is RFC 9457
@@ -217,9 +221,9 @@ def create_app(
 
     app = Litestar(
         route_handlers=[
+            # the unprefixed paths existing clients call are answered as these
+            # (http/unprefixed.py): registered and documented once
             Router(path="/v1", route_handlers=API_CONTROLLERS),
-            # the unprefixed paths existing clients call; documented once, under /v1
-            Router(path="/", route_handlers=API_CONTROLLERS, include_in_schema=False),
             openapi_json,
             asyncapi_json,  # the device topics' document, beside it
             *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
@@ -244,7 +248,7 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.event_hub = event_hub
-    handler = app.asgi_handler
+    handler: ASGIApp = UnprefixedPaths(app.asgi_handler, API_SEGMENTS)
     if hot_reads:  # the polled reads, without the framework's per-request work
         handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)
         # the event streams, held for minutes, in a lane of their own (events/lane.py)

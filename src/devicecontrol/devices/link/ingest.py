@@ -94,7 +94,7 @@ class Ingest:
         self._presence_written = asyncio.Event()  # nothing of it waits to be written
         self._presence_written.set()
         # the events' newest position, announced in the background once committed
-        self._announcer = events_log.Announcer(runtime.changes)
+        self._announcer: events_log.Announcer | None = None
 
     async def room(self) -> None:
         """Return once the queue can take a message (the broker waits before a read)."""
@@ -159,7 +159,14 @@ class Ingest:
         try:
             await asyncio.gather(self._write_results(), self._write_readings())
         finally:
-            await self._announcer.close()
+            if self._announcer is not None:
+                await self._announcer.close()
+
+    def _announce(self, newest: int | None) -> None:
+        if newest is not None:
+            if self._announcer is None:
+                self._announcer = events_log.Announcer(self.runtime.changes)
+            self._announcer.announce(newest)
 
     async def _write_results(self) -> None:
         while True:
@@ -206,7 +213,7 @@ class Ingest:
         async with self.runtime.database.write() as connection:
             changed = await repository.set_presence(connection, written)
             newest = await events_log.append(connection, events_log.online_changes(changed))
-        self._announcer.announce(newest)
+        self._announce(newest)
         for controller_id, state in written.items():  # unless it changed meanwhile
             if self._presence.get(controller_id) == state:
                 del self._presence[controller_id]
@@ -227,7 +234,7 @@ class Ingest:
                 newest = await events_log.append(connection, [_reading_event(a) for a in kept])
         for _ in group:  # committed: acknowledged, in arrival order
             self._acknowledge(self._readings.popleft())
-        self._announcer.announce(newest)
+        self._announce(newest)
 
     async def _store_result(self, head: Arrival[ResultObject]) -> None:
         outcome = await commands.record_result(
