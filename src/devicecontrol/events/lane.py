@@ -18,6 +18,7 @@ import contextlib
 import re
 from typing import Any
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from devicecontrol.auth.repository import find_live_access_token
@@ -47,7 +48,7 @@ class StreamLane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         matched = None
-        if scope["type"] == "http" and scope.get("method") == "GET":
+        if scope["type"] == ScopeType.HTTP and scope.get("method") == "GET":
             matched = PATH.fullmatch(scope["path"])
         if matched is None or b"%" in (scope.get("raw_path") or b"%"):
             await self.app(scope, receive, send)
