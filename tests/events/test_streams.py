@@ -296,23 +296,42 @@ async def test_a_stream_ends_when_its_token_expires_or_is_revoked_and_keeps_aliv
     path = f"/v1/controllers/{serial}/events"
     expiring = served_token(server, user)
     async with database(url) as runtime, runtime.database.write() as connection:
-        await connection.execute(
+        await connection.execute(  # the user's only token yet: it expires in 3 s
             update(access_tokens)
             .where(access_tokens.c.user_id == user_id_of(user))
             .values(expires_at=utcnow() + timedelta(seconds=3))
         )
-    async with stream(server.base_url, path, expiring) as short:
-        await short.next()
-        await short.ended(within=10)  # at its expiry, not at the next check
-    revoked = served_token(server, user)
-    async with stream(server.base_url, path, revoked) as long:
-        await long.next()
-        await asyncio.sleep(16)  # quiet: a keep-alive comment comes at least every 15 s
-        body = {"token": revoked, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
-        response = await call(server, "POST", "/v1/auth/revoke", None, body)
-        assert response.status_code == 200, response.text
-        await long.ended(within=15)  # CHECK_TOKEN_S, and a margin for a loaded run
-        assert "keep-alive" in long.comments
+    revoked, kept = served_token(server, user), served_token(server, user)
+
+    async def ends_at_expiry() -> None:
+        async with stream(server.base_url, path, expiring) as short:
+            await short.next()
+            await short.ended(within=10)  # at its expiry, not at the next check
+
+    async def ends_when_revoked() -> None:
+        async with stream(server.base_url, path, revoked) as cut:
+            await cut.next()
+            body = {"token": revoked, "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}
+            response = await call(server, "POST", "/v1/auth/revoke", None, body)
+            assert response.status_code == 200, response.text
+            await cut.ended(within=15)  # CHECK_TOKEN_S, and a margin for a loaded run
+
+    async def kept_alive() -> None:
+        async with stream(server.base_url, path, kept) as quiet:
+            await quiet.next()
+            reading = asyncio.create_task(quiet.next(within=30))  # notes the comments
+            try:
+                for _ in range(170):  # a keep-alive comment comes at least every 15 s
+                    if "keep-alive" in quiet.comments:
+                        break
+                    await asyncio.sleep(0.1)
+                assert "keep-alive" in quiet.comments
+                assert not reading.done()  # a comment, not an event
+            finally:
+                reading.cancel()
+
+    # side by side: the three waits overlap
+    await asyncio.gather(ends_at_expiry(), ends_when_revoked(), kept_alive())
 
 
 def user_id_of(username: str) -> ScalarSelect[int]:
