@@ -539,15 +539,19 @@ def main() -> None:
             result = run_serve(database_url, port, mqtt_port, env, args)
     if args.ceiling:
         result.update(asyncio.run(mosquitto_ceiling(args)))
+    print_result(result)
+
+
+def print_result(result: dict, width: int = 28, decimals: int = 1) -> None:
+    """One ``name value`` line per measurement, numbers with thousands separators."""
     for key, value in result.items():
-        shown = (
-            f"{value:,.1f}"
-            if isinstance(value, float)
-            else f"{value:,}"
-            if isinstance(value, int)
-            else str(value)
-        )
-        print(f"{key:28} {shown}")
+        if isinstance(value, float):
+            shown = f"{value:,.{decimals}f}"
+        elif isinstance(value, int):
+            shown = f"{value:,}"
+        else:
+            shown = str(value)
+        print(f"{key:{width}} {shown}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from bench.devices import (
     SECRET,
     Device,
     connect_all,
+    print_result,
     publish_for,
     quantile,
     service_cpu_s,
@@ -295,15 +296,7 @@ def main() -> None:
             serve.wait(timeout=60)
     if args.ceiling:
         result.update(asyncio.run(mosquitto_ceiling(args)))
-    for key, value in result.items():
-        shown = (
-            f"{value:,.2f}"
-            if isinstance(value, float)
-            else f"{value:,}"
-            if isinstance(value, int)
-            else str(value)
-        )
-        print(f"{key:32} {shown}")
+    print_result(result, width=32, decimals=2)
 
 
 if __name__ == "__main__":

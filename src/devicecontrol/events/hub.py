@@ -54,7 +54,6 @@ class Hub:
         self._recent: deque[Any] = deque(maxlen=RECENT)
         self.opening = asyncio.Semaphore(OPENING_AT_ONCE)
         self._listening = False
-        self._signal_handlers: dict[int, Callable[[int, FrameType | None], None]] = {}
 
     async def start(self, *, end_streams_on_stop: bool = False) -> None:
         """The app's start-up: the hub hears announcements from its first stream on (an app
@@ -66,10 +65,9 @@ class Hub:
         if end_streams_on_stop and threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
-                self._signal_handlers[signum] = _chained(
-                    signal.getsignal(signum), lambda: loop.call_soon_threadsafe(self.end_all)
-                )
-                signal.signal(signum, self._signal_handlers[signum])
+                previous = signal.getsignal(signum)
+                end_all = _chained(previous, lambda: loop.call_soon_threadsafe(self.end_all))
+                signal.signal(signum, end_all)
 
     def end_all(self) -> None:
         for stream in list(self._streams):
