@@ -179,6 +179,8 @@ readings = Table(
     Column("created_at", DateTime, nullable=False),
     # newest first per controller, and the retention purge by age
     Index("ix_readings_controller_id_id", "controller_id", "id"),
+    # one controller's readings within a time range: the summary and the CSV export
+    Index("ix_readings_controller_id_created_at", "controller_id", "created_at"),
     Index("ix_readings_created_at", "created_at"),
 )
 
