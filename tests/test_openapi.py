@@ -56,6 +56,7 @@ EXPECTED_STATUSES = {
     ("get", COMMANDS): {200, 400, 401, 404, 503},
     ("get", f"{COMMANDS}/{{command_id}}"): {200, 401, 404, 503},
     ("get", f"{SN}/readings"): {200, 400, 401, 404, 503},
+    ("get", f"{SN}/readings/summary"): {200, 400, 401, 404, 503},
     ("get", "/v1/controllers/events"): {200, 401, 429, 503},
     ("get", f"{SN}/events"): {200, 401, 404, 429, 503},
     # contract §12
@@ -180,7 +181,10 @@ def test_each_operation_documents_hal_success_and_problem_errors(document, metho
     assert set(responses) == EXPECTED_STATUSES[(method, path)]
     success = 201 if (method, path) in CREATED | CREATED_MAYBE_LOCATED else 200
     streams = path.endswith("/events")  # contract §11: Server-Sent Events
-    assert set(responses[success]["content"]) == {"text/event-stream" if streams else HAL}
+    expected = {"text/event-stream"} if streams else {HAL}
+    if path.endswith("/readings"):  # contract §10: the readings as CSV, on request
+        expected.add("text/csv")
+    assert set(responses[success]["content"]) == expected
     if success == 201:
         located = (method, path) in CREATED
         assert responses[201]["headers"]["Location"]["required"] is located
@@ -311,6 +315,10 @@ def test_device_bodies_and_parameters_are_documented(document):
     readings = {p["name"]: p["schema"] for p in ops[("get", f"{SN}/readings")]["parameters"]}
     for bound in ("since", "until"):
         assert readings[bound]["type"] == "string" and readings[bound]["pattern"], bound
+    assert readings["format"]["enum"] == ["json", "csv"]
+    summary = {p["name"]: p["schema"] for p in ops[("get", f"{SN}/readings/summary")]["parameters"]}
+    assert summary["every"]["enum"] == ["1m", "5m", "15m", "1h", "1d"]
+    assert summary["since"] == readings["since"] and summary["until"] == readings["until"]
     (command_id,) = [
         p for p in ops[("get", f"{COMMANDS}/{{command_id}}")]["parameters"]
         if p["name"] == "command_id"

@@ -44,6 +44,7 @@ from sqlalchemy.engine import (
     Engine,
     ExceptionContext,
     Result,
+    Row,
     make_url,
 )
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
@@ -152,6 +153,15 @@ class Reader(Protocol):
     ) -> Result[Any]: ...
 
 
+class LongReader(Reader, Protocol):
+    """A connection that can also run a long read (a month of readings summarized) without
+    holding up the event loop: SQLite's runs on a worker thread."""
+
+    async def execute_long(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> list[Row[Any]]: ...
+
+
 class Writer(Reader, Protocol):
     """What a write transaction offers a repository: ``AsyncConnection`` on PostgreSQL,
     ``InlineWriter`` on SQLite."""
@@ -208,6 +218,16 @@ class InlineReader:
             self._connection = self._engine.connect()
         return self._connection.execute(statement, parameters)
 
+    async def execute_long(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> list[Row[Any]]:
+        """Every row, fetched on a worker thread: SQLite releases the GIL while it works,
+        so the loop serves other requests meanwhile."""
+        if self._connection is None:
+            self._connection = self._engine.connect()
+        connection = self._connection
+        return await asyncio.to_thread(lambda: list(connection.execute(statement, parameters)))
+
     async def run_prepared(
         self, statement: Prepared, parameters: Mapping[str, Any]
     ) -> PreparedResult:
@@ -241,6 +261,11 @@ class PostgresReader:
         if self._connection is None:
             self._connection = await self._engine.connect()
         return await self._connection.execute(statement, parameters)
+
+    async def execute_long(
+        self, statement: Executable, parameters: Mapping[str, Any] | None = None
+    ) -> list[Row[Any]]:
+        return list(await self.execute(statement, parameters))
 
     async def run_prepared(
         self, statement: Prepared, parameters: Mapping[str, Any]
@@ -456,6 +481,11 @@ class Database:
             self._hot = self._hot_checkout.driver_connection
         assert isinstance(self._hot, sqlite3.Connection)
         return self._hot
+
+    @property
+    def dialect_name(self) -> str:
+        """``sqlite`` or ``postgresql``: for the few queries each writes its own way."""
+        return self.engine.dialect.name
 
     def pool_usage(self) -> dict[str, tuple[int, int]]:
         """(checked out, pool size) of the read and the write pool, for /metrics; on

@@ -4,6 +4,7 @@ commands and readings of a controller. Thin handlers over devices/service.py."""
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
@@ -15,6 +16,7 @@ from devicecontrol.clock import TIMESTAMP_PATTERN, format_timestamp
 from devicecontrol.controllers.schemas import SerialNumber
 from devicecontrol.devices import service
 from devicecontrol.devices.commands import service as commands
+from devicecontrol.devices.readings import export, summary
 from devicecontrol.devices.readings import service as readings
 from devicecontrol.devices.schemas import (
     CommandBody,
@@ -29,12 +31,18 @@ from devicecontrol.devices.schemas import (
     ProviderSendRequest,
     ProviderSendResponse,
     ReadingPage,
+    ReadingsSummary,
+    ReadingsSummaryResponse,
 )
+from devicecontrol.errors import InvalidField
 from devicecontrol.http.bodies import read_json_object
+from devicecontrol.http.downloads import Download
 from devicecontrol.http.hal import HAL_JSON, controller_path, created, page_members, self_links
-from devicecontrol.http.openapi import BEARER, ApiOperation, location, problems, with_body
+from devicecontrol.http.openapi import BEARER, ApiOperation, CsvToo, location, problems, with_body
 from devicecontrol.http.paging import PageNumber, PageSize
 from devicecontrol.runtime import Runtime
+
+CSV = "text/csv"
 
 # the text as sent, checked by devices/service.py; documented as what it accepts
 Wait = Annotated[
@@ -59,6 +67,37 @@ def _moment(bound: str) -> QueryParameter:
 
 
 Since = Annotated[str | None, _moment("at or after this time")]
+Every = Annotated[
+    str | None,
+    QueryParameter(
+        description="The buckets' width; by default the finest that gives at most "
+        f"{summary.MAX_BUCKETS} buckets over the range. `1d` is the owner's local day.",
+        schema_extra={"one_of": None, "type": "string", "enum": list(summary.EVERY)},
+    ),
+]
+OutputFormat = Annotated[
+    str | None,
+    QueryParameter(
+        query="format",
+        description="`csv`: the readings as CSV, as `Accept: text/csv` asks (`json`, the "
+        "default: the HAL page).",
+        schema_extra={"one_of": None, "type": "string", "enum": ["json", "csv"]},
+    ),
+]
+
+
+FORMATS = ("json", "csv")
+
+
+def wants_csv(request: Request[Any, Any, Any], output: str | None) -> bool:
+    """``format`` decides when given (checked already); otherwise whether ``Accept``
+    prefers CSV."""
+    if output is not None:
+        return output == "csv"
+    best = request.accept.best_match([HAL_JSON, "application/json", CSV], default=HAL_JSON)
+    return best == CSV
+
+
 Until = Annotated[str | None, _moment("before this time")]
 CommandId = Annotated[
     str,
@@ -231,8 +270,11 @@ class DevicesController(Controller):
     @get(
         "/readings",
         media_type=HAL_JSON,
-        summary="The controller's readings, newest first, paged",
-        operation_class=ApiOperation,
+        summary="The controller's readings, newest first, paged; or all of them as CSV",
+        description="With `Accept: text/csv` or `format=csv`: every reading within "
+        "`since`/`until`, oldest first, as CSV (`created`, then every field the readings "
+        "have, in name order), streamed, not paged.",
+        operation_class=CsvToo,
         responses=problems(400, 401, 404, 503),
     )
     async def list_readings(
@@ -244,7 +286,23 @@ class DevicesController(Controller):
         until: Until = None,
         page: PageNumber = None,
         page_size: PageSize = None,
+        output: OutputFormat = None,
     ) -> ReadingPage:
+        if output is not None and output not in FORMATS:
+            await commands.owned_device(runtime, request.user.user_id, serial_number)  # 404 first
+            raise InvalidField("format", "must be json or csv")
+        if wants_csv(request, output):
+            lines = await service.readings_csv(
+                runtime, request.user.user_id, serial_number, since=since, until=until
+            )
+            return Download(  # type: ignore[return-value]  # Litestar sends a Response as it is
+                lines,
+                media_type=export.MEDIA_TYPE,
+                headers={
+                    "Content-Disposition": f'attachment; filename="{serial_number}-readings.csv"',
+                    "Cache-Control": "no-store",
+                },
+            )
         result, paging = await service.readings_page(
             runtime,
             request.user.user_id,
@@ -263,3 +321,34 @@ class DevicesController(Controller):
                 runtime.settings, paging, result, path, {"since": since, "until": until}
             ),
         )
+
+    @get(
+        "/readings/summary",
+        media_type=HAL_JSON,
+        summary="The controller's readings summarized: per bucket, each field's min, max, avg",
+        operation_class=ApiOperation,
+        responses=problems(400, 401, 404, 503),
+    )
+    async def summarize_readings(
+        self,
+        request: Request[Caller, Any, Any],
+        runtime: NamedDependency[Runtime],
+        serial_number: SerialNumber,
+        since: Since = None,
+        until: Until = None,
+        every: Every = None,
+    ) -> ReadingsSummaryResponse:
+        plan, buckets = await service.readings_summary(
+            runtime, request.user.user_id, serial_number, since=since, until=until, every=every
+        )
+        shown = ReadingsSummary(
+            serial_number=serial_number,
+            every=plan.every,
+            time_zone=plan.zone.key,
+            since=format_timestamp(plan.since) or "",
+            until=format_timestamp(plan.until) or "",
+            buckets=buckets,
+        )
+        query = {"since": shown.since, "until": shown.until, "every": shown.every}
+        path = f"{controller_path(serial_number)}/readings/summary?{urlencode(query)}"
+        return ReadingsSummaryResponse(summary=shown, links=self_links(path))

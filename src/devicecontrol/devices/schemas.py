@@ -60,6 +60,26 @@ class ReadingPage(HalPage, frozen=True):
     embedded: EmbeddedReadings = msgspec.field(name="_embedded")
 
 
+class ReadingsSummary(msgspec.Struct, frozen=True):
+    """The readings in buckets. Each bucket holds `start` (UTC), `count` (readings), one
+    object `{"min", "max", "avg"}` per numeric field (a list of numbers, such as a plug's
+    `power`, is summed first) and, for a smart plug, `energy_wh`: its power integrated
+    over time. `1d` buckets begin at the owner's local midnight (`time_zone`); shorter
+    ones at whole multiples of their width in UTC. Empty buckets are left out."""
+
+    serial_number: str
+    every: Annotated[str, msgspec.Meta(pattern="^(1m|5m|15m|1h|1d)$")]
+    time_zone: str
+    since: Timestamp
+    until: Timestamp
+    buckets: list[dict[str, Any]]
+
+
+class ReadingsSummaryResponse(msgspec.Struct, frozen=True):
+    summary: ReadingsSummary
+    links: SelfLinks = msgspec.field(name="_links")
+
+
 class ProviderCommand(msgspec.Struct, frozen=True):
     """The original API's queued-command shape."""
 

@@ -9,24 +9,29 @@ body, ``wait``, ``since``/``until``, paging) are checked here, and ``commands/se
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 from sqlalchemy import Row
 
-from devicecontrol.clock import TIMESTAMP_FORMAT, TIMESTAMP_PATTERN
+from devicecontrol.clock import TIMESTAMP_FORMAT, TIMESTAMP_PATTERN, utcnow
 from devicecontrol.database.pages import Page, PageRequest
 from devicecontrol.devices.catalogue import MELISSA, integral
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.commands.service import OwnedDevice
+from devicecontrol.devices.readings import export, summary
 from devicecontrol.devices.readings import service as readings
+from devicecontrol.devices.readings.aggregates import Range
 from devicecontrol.devices.schemas import CommandRequest
 from devicecontrol.errors import FieldError, InvalidField, InvalidFields, NotFound
 from devicecontrol.http.fields import check_string_fields, decode_body
 from devicecontrol.http.paging import page_request
 from devicecontrol.http.parameters import whole_number
 from devicecontrol.runtime import Runtime
+from devicecontrol.users import repository as users_repository
 
 # Home Assistant's Melissa climate entity reads these four from ``command_log`` as the air
 # conditioner's current settings, and fails on a missing key or a null. Until the owner has
@@ -38,6 +43,9 @@ PROVIDER_FIELDS = ("serial_number", "command")
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 # commands.create_command makes 24 lowercase hex digits; the column holds 32
 COMMAND_ID = re.compile(r"[0-9a-f]{1,32}")
+# an export without since or until: everything kept (the retention bounds it)
+EARLIEST = datetime(1970, 1, 1)
+LATEST = datetime(9999, 12, 31)
 _decode = msgspec.json.decode
 
 
@@ -200,6 +208,64 @@ async def readings_page(
     paging = page_request(runtime.settings, page, page_size)
     result = await readings.list_readings(runtime, device, paging, since=start, until=end)
     return result, paging
+
+
+async def readings_summary(
+    runtime: Runtime,
+    user_id: int,
+    serial_number: str,
+    *,
+    since: str | None,
+    until: str | None,
+    every: str | None,
+) -> tuple[summary.Plan, list[dict[str, Any]]]:
+    """The summary's plan (range, buckets, time zone) and its non-empty buckets."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    start, end = _bounds(since, until)
+    zone = await owner_time_zone(runtime, user_id)
+    chosen = summary.plan(every, zone, start, end, utcnow())
+    within = Range(device.controller_id, device.assignment_id, chosen.since, chosen.until)
+    async with runtime.database.read() as connection:
+        buckets = await summary.summarize(
+            connection,
+            chosen,
+            within,
+            dialect=runtime.database.dialect_name,
+            device_type=device.type,
+        )
+    return chosen, buckets
+
+
+async def owner_time_zone(runtime: Runtime, user_id: int) -> ZoneInfo:
+    """The profile's time zone; UTC for a profile without one (or one this system lacks)."""
+    async with runtime.database.read() as connection:
+        profile = await users_repository.find_profile(connection, user_id)
+    name = None if profile is None else profile.time_zone
+    try:
+        return ZoneInfo(name) if name else ZoneInfo("UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+async def readings_csv(
+    runtime: Runtime,
+    user_id: int,
+    serial_number: str,
+    *,
+    since: str | None,
+    until: str | None,
+) -> AsyncIterator[bytes]:
+    """The current ownership's readings as CSV, oldest first (the checks run before the
+    first byte, so that a refusal is still a problem+json answer)."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    start, end = _bounds(since, until)
+    within = Range(
+        device.controller_id,
+        device.assignment_id,
+        start if start is not None else EARLIEST,
+        end if end is not None else LATEST,
+    )
+    return export.csv_lines(runtime.database, within, dialect=runtime.database.dialect_name)
 
 
 # --- command_log of a controller body -----------------------------------------------------

@@ -250,6 +250,25 @@ def location(description: str, *, required: bool = True) -> list[ResponseHeader]
     ]
 
 
+class CsvToo(ApiOperation):
+    """An operation whose success can also be CSV (``Accept: text/csv``), streamed."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        success = (self.responses or {}).get("200")
+        if isinstance(success, OpenAPIResponse):
+            success.content = {
+                **(success.content or {}),
+                "text/csv": OpenAPIMediaType(
+                    schema=Schema(
+                        type=OpenAPIType.STRING,
+                        description="A header row (`created`, then every field), then "
+                        "one row per reading, oldest first.",
+                    )
+                ),
+            }
+
+
 def with_body(
     base: type[ApiOperation], body: type[msgspec.Struct], *, required: bool = True
 ) -> type[ApiOperation]:

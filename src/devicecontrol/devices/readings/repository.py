@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy import Row, bindparam, delete, func, insert, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from devicecontrol.database.engine import Reader, Writer
+from devicecontrol.database.engine import LongReader, Reader, Writer
 from devicecontrol.database.tables import controllers, latest_readings, readings
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
 
@@ -162,3 +162,28 @@ def _latest_upsert(dialect_name: str) -> Any:
         index_elements=[latest_readings.c.controller_id],
         set_={name: upsert.excluded[name] for name in LATEST_FIELDS},
     )
+
+
+async def readings_in_order(
+    connection: LongReader,
+    controller_id: int,
+    assignment_id: int,
+    *,
+    since: datetime,
+    until: datetime,
+    after: tuple[datetime, int] | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """Up to ``limit`` readings oldest first, from just after ``after`` (created_at, id):
+    an export reads its range in slices, never holding a connection while a slow client
+    takes what it was sent."""
+    conditions = _readings_of(controller_id, assignment_id, since, until)
+    if after is not None:
+        conditions.append(tuple_(readings.c.created_at, readings.c.id) > tuple_(*after))
+    query = (
+        select(readings.c.id, readings.c.payload, readings.c.created_at)
+        .where(*conditions)
+        .order_by(readings.c.created_at, readings.c.id)
+        .limit(limit)
+    )
+    return await connection.execute_long(query)

@@ -1,0 +1,137 @@
+"""GET /controllers/{sn}/readings as CSV (``Accept: text/csv`` or ``format=csv``): every
+reading in range, oldest first, streamed in slices, with the ownership rules of the JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from devicecontrol.devices.readings import export
+from tests.controllers.helpers import assert_problem
+from tests.devices.helpers import ANA, BOB
+from tests.devices.test_readings_summary import report_at
+from tests.factories import logged_in_user, make_controller
+
+READINGS = "/v1/controllers/MEL1/readings"
+AS_CSV = {"Accept": "text/csv"}
+
+
+def rows_of(response) -> list[list[str]]:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/csv; charset=utf-8"
+    return list(csv.reader(io.StringIO(response.text)))
+
+
+async def test_csv_has_created_then_every_field_in_name_order_oldest_first(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await report_at(
+        runtime,
+        "MEL1",
+        ("2026-11-20 10:00:00", {"temp": 21.5, "humidity": 40, "on": True}),
+        ("2026-11-20 10:01:00", {"temp": -3, "mode": "cool, dry", "power": [1.5, 2]}),
+        ("2026-11-20 10:02:00", {"note": '=HYPERLINK("x")', "extra": {"a": None}, "off": False}),
+    )
+    response = await client.get(READINGS, headers={**ana, **AS_CSV})
+    assert response.headers["content-disposition"] == 'attachment; filename="MEL1-readings.csv"'
+    assert response.headers["cache-control"] == "no-store"
+    assert rows_of(response) == [
+        ["created", "extra", "humidity", "mode", "note", "off", "on", "power", "temp"],
+        ["2026-11-20 10:00:00", "", "40", "", "", "", "true", "", "21.5"],
+        ["2026-11-20 10:01:00", "", "", "cool, dry", "", "", "", "[1.5,2]", "-3"],
+        # a string a spreadsheet would run as a formula is written as text
+        ["2026-11-20 10:02:00", '{"a":null}', "", "", '\'=HYPERLINK("x")', "false", "", "", ""],
+    ]
+    assert response.text.endswith("\r\n")
+
+
+async def test_format_csv_asks_the_same_and_format_json_or_no_accept_is_the_page(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", {"temp": 1}))
+    by_parameter = await client.get(READINGS + "?format=csv", headers=ana)
+    by_accept = await client.get(READINGS, headers={**ana, **AS_CSV})
+    assert (
+        rows_of(by_parameter)
+        == rows_of(by_accept)
+        == [
+            ["created", "temp"],
+            ["2026-11-20 10:00:00", "1"],
+        ]
+    )
+    for headers, params in (
+        ({**ana, **AS_CSV}, {"format": "json"}),  # the parameter wins
+        (ana, {}),
+        ({**ana, "Accept": "application/json, text/csv;q=0.5"}, {}),
+    ):
+        page = await client.get(READINGS, params=params, headers=headers)
+        assert page.headers["content-type"].startswith("application/hal+json"), headers
+        assert page.json()["total"] == 1
+    assert_problem(await client.get(READINGS + "?format=xml", headers=ana), 400, "format")
+
+
+async def test_csv_keeps_within_since_and_until(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await report_at(
+        runtime,
+        "MEL1",
+        ("2026-11-20 10:00:00", {"temp": 1}),
+        ("2026-11-20 10:01:00", {"temp": 2, "humidity": 3}),
+        ("2026-11-20 10:02:00", {"temp": 3, "late": 1}),
+    )
+    window = {"since": "2026-11-20 10:01:00", "until": "2026-11-20 10:02:00", "format": "csv"}
+    rows = rows_of(await client.get(READINGS, params=window, headers=ana))
+    assert rows == [["created", "humidity", "temp"], ["2026-11-20 10:01:00", "3", "2"]]
+    empty = {**window, "until": window["since"]}
+    assert rows_of(await client.get(READINGS, params=empty, headers=ana)) == [["created"]]
+    bad = {**window, "since": "yesterday"}
+    assert_problem(await client.get(READINGS, params=bad, headers=ana), 400, "since")
+
+
+async def test_slices_follow_each_other_without_loss_or_repeat(runtime, client, monkeypatch):
+    monkeypatch.setattr(export, "SLICE_ROWS", 3)
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    # several readings in one second: the slices continue after (created, id), not created
+    same_second = [("2026-11-20 10:00:00", {"n": number}) for number in range(7)]
+    await report_at(runtime, "MEL1", *same_second, ("2026-11-20 10:00:01", {"n": 7}))
+    rows = rows_of(await client.get(READINGS, headers={**ana, **AS_CSV}))
+    assert [row[1] for row in rows[1:]] == [str(number) for number in range(8)]
+
+
+async def test_csv_of_someone_elses_controller_is_404_and_a_new_owner_sees_only_theirs(
+    runtime, client
+):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    _, bob = await logged_in_user(runtime, client, BOB)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", {"temp": 1, "secret": 5}))
+    for bad in ("?format=xml", "?format=csv&since=bad", "?format=csv"):
+        others = await client.get(READINGS + bad, headers=bob)
+        assert_problem(others, 404)
+    handed = await client.patch("/v1/controllers/MEL1/reassign", json={"owner": BOB},
+                                headers=ana)  # fmt: skip
+    assert handed.status_code == 200
+    await report_at(runtime, "MEL1", ("2026-11-20 10:05:00", {"temp": 2}))
+    rows = rows_of(await client.get(READINGS, headers={**bob, **AS_CSV}))
+    assert rows == [["created", "temp"], ["2026-11-20 10:05:00", "2"]]
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("+1", "'+1"),
+        ("-x", "'-x"),
+        ("@sum", "'@sum"),
+        ("\tx", "'\tx"),
+        ("plain", "plain"),
+        (-1, "-1"),
+        (1e21, "1e+21"),
+        (None, ""),
+    ],
+)
+def test_a_cell_is_written_as_json_shows_it_and_never_as_a_formula(value, cell):
+    assert export.cell(value) == cell
