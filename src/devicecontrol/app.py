@@ -48,6 +48,9 @@ from devicecontrol.observability.metrics import pool_sampling
 from devicecontrol.observability.request_log import RequestObserver
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.routes import UsersController
+from devicecontrol.webapp.headers import AppHeaders
+from devicecontrol.webapp.router import webapp_router
+from devicecontrol.webapp.templating import template_config
 
 MAX_BODY_BYTES = 64 * 1024
 GZIP_MINIMUM_BYTES = 1024
@@ -227,7 +230,9 @@ def create_app(
             openapi_json,
             asyncapi_json,  # the device topics' document, beside it
             *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
+            webapp_router(),  # the owners' pages at /app/, on a cookie session (webapp/)
         ],
+        template_config=template_config(),
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},
         middleware=[DefineMiddleware(BearerTokenMiddleware)],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -248,7 +253,8 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.event_hub = event_hub
-    handler: ASGIApp = UnprefixedPaths(app.asgi_handler, API_SEGMENTS)
+    # the app's pages carry their security headers whatever answers them (webapp/headers.py)
+    handler: ASGIApp = AppHeaders(UnprefixedPaths(app.asgi_handler, API_SEGMENTS))
     if hot_reads:  # the polled reads, without the framework's per-request work
         handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)
         # the event streams, held for minutes, in a lane of their own (events/lane.py)

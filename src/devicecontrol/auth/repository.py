@@ -6,6 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Row, bindparam, insert, select, update
 
+from devicecontrol.auth import web_sessions
 from devicecontrol.database import prepared
 from devicecontrol.database.engine import Reader, Writer
 from devicecontrol.database.prepared import Prepared
@@ -134,7 +135,9 @@ async def find_live_access_token(
 
 
 async def revoke_tokens_of_user(connection: Writer, user_id: int, now: datetime) -> None:
-    """Refresh tokens first: a renew holding one (``FOR UPDATE``) finishes before they are
+    """Every token of the user and every web-app session of theirs ends.
+
+    Refresh tokens first: a renew holding one (``FOR UPDATE``) finishes before they are
     revoked, and the access tokens it issued are then caught by the second statement."""
     for table in (refresh_tokens, access_tokens):
         await connection.execute(
@@ -142,6 +145,7 @@ async def revoke_tokens_of_user(connection: Writer, user_id: int, now: datetime)
             .where(table.c.user_id == user_id, table.c.revoked_at.is_(None))
             .values(revoked_at=now)
         )
+    await web_sessions.delete_sessions_of_user(connection, user_id)
 
 
 async def revoke_access_token(

@@ -193,6 +193,34 @@ async def login(
         return IssuedTokens(access_token, runtime.settings.access_token_ttl, refresh_token)
 
 
+async def authenticate_password(
+    runtime: Runtime, *, username: str, password: str, client_address: str
+) -> int:
+    """The id of the account whose username and password these are (the web app's log-in),
+    under the same throttles and answers as the token endpoint's password grant."""
+    with AuditEvent("web_login", user_id=None, client_address=client_address) as event:
+        by_username = (throttling.LOGIN_USERNAME, username_key(username))
+        by_address = (throttling.LOGIN_ADDRESS, client_address)
+        async with runtime.database.write() as connection:
+            attempt, user = await _admit_login(
+                connection, runtime, by_username=by_username, by_address=by_address
+            )
+        if user is not None:
+            event.fields["user_id"] = user.id
+        user = await _check_password(runtime, user, password)
+        new_hash = (
+            await hash_password_off_loop(password, limiter=runtime.hashing_limiter)
+            if needs_rehash(user.password_hash)
+            else None
+        )
+        async with runtime.database.write() as connection:
+            await throttling.clear_failures(connection, by_username)
+            await throttling.forget_failures(connection, attempt)
+            if new_hash:
+                await users_repository.set_password_hash(connection, user.id, new_hash)
+        return int(user.id)
+
+
 async def renew(
     runtime: Runtime, credentials: ClientCredentials, *, refresh_token: str, client_address: str
 ) -> IssuedTokens:

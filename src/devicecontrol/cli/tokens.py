@@ -1,4 +1,4 @@
-"""devicecontrol tokens purge."""
+"""devicecontrol tokens purge | revoke."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import click
 from devicecontrol.cli.core import database_option, run_with_database
 from devicecontrol.housekeeping.purge import PurgeReport, purge
 from devicecontrol.runtime import Runtime
+from devicecontrol.users import service as users_service
 
 
 @click.group()
@@ -31,3 +32,17 @@ def purge_command(database_url: str | None) -> None:
         f"{report.throttle_records} throttle records and {report.readings} readings; "
         f"stored expired for {report.expired_commands} overdue commands."
     )
+
+
+@tokens.command("revoke")
+@click.argument("email")
+@database_option
+def revoke_command(email: str, database_url: str | None) -> None:
+    """End every token and web-app session of an account (a lost phone, a shared laptop);
+    the account itself stays, and its owner can log in again."""
+
+    async def work(runtime: Runtime) -> None:
+        await users_service.revoke_user_tokens(runtime, email)
+
+    run_with_database(database_url, work)
+    click.echo(f"revoked every token and web session of {email}")

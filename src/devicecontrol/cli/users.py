@@ -64,7 +64,7 @@ def set_password(email: str, password: str, database_url: str | None) -> None:
         await service.set_password(runtime, email, password=password)
 
     run_with_database(database_url, work)
-    click.echo(f"password set for {email}; their tokens are revoked")
+    click.echo(f"password set for {email}; their tokens and web sessions are revoked")
 
 
 @users.command("disable")
@@ -77,7 +77,7 @@ def disable(email: str, database_url: str | None) -> None:
         await service.disable_user(runtime, email)
 
     run_with_database(database_url, work)
-    click.echo(f"disabled {email}; their tokens are revoked")
+    click.echo(f"disabled {email}; their tokens and web sessions are revoked")
 
 
 _USER_COLUMNS = (

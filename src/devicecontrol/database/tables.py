@@ -98,6 +98,18 @@ access_tokens = Table(
     Column("revoked_at", DateTime, nullable=True),
 )
 
+# the web app's sessions (webapp/): a browser's cookie, kept only as its digest; a row is
+# deleted when its session ends (log-out, password change, revoke, disable)
+web_sessions = Table(
+    "web_sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("digest", String(DIGEST_LENGTH), nullable=False, unique=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False, index=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+)
+
 controllers = Table(
     "controllers",
     metadata,

@@ -6,9 +6,11 @@ bounds how many a worker can hold. Through Litestar an idle stream holds its req
 its middleware frames, a task group of two tasks and the response's iterator wrappers;
 here it holds the generator of ``opening.event_stream`` and one task that waits for the
 client to go. The checks are the same functions Litestar's route calls (the token as the
-middleware checks it, ``opening.open_stream``): anything this lane does not open (a
-refusal, an odd request) it hands to Litestar, whose route runs them again and answers
-with its problem+json, as the hot lane does for the polled reads.
+middleware checks it, ``opening.open_stream``); the web app's session cookie, which a
+browser's EventSource sends instead of a token, is checked here alone. Anything this lane
+does not open (a refusal, an odd request) it hands to Litestar, whose route runs the checks
+again and answers with its problem+json, as the hot lane does for the polled reads (a
+session's refusal is then a 401: Litestar's routes take bearer tokens only).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from datetime import datetime
 from typing import Any
 
 from litestar.enums import ScopeType
@@ -24,12 +27,15 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from devicecontrol.auth.repository import find_live_access_token
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import bearer_token_digest
+from devicecontrol.auth.sessions import find_session, session_cookie
 from devicecontrol.clock import utcnow
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
     HEADERS,
     BearerCredential,
+    Credential,
     Opened,
+    SessionCredential,
     event_stream,
     open_stream,
     position_of,
@@ -66,36 +72,52 @@ class StreamLane:
     async def _open(self, scope: Scope, matched: re.Match[str]) -> Opened | None:
         authorization: list[bytes] = []
         last_event_id: list[bytes] = []
+        cookies: list[bytes] = []
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization.append(value)
             elif name == b"last-event-id":
                 last_event_id.append(value)
-        if len(authorization) != 1 or len(last_event_id) > 1:
+            elif name == b"cookie":
+                cookies.append(value)
+        if len(authorization) > 1 or len(last_event_id) > 1:
             return None
         try:
-            credential = BearerCredential(bearer_token_digest(authorization[0].decode("latin-1")))
             resume = position_of(last_event_id[0].decode("latin-1")) if last_event_id else None
             async with self.hub.opening:
-                # the token as the middleware checks it, with its expiry, in one read
-                async with self.runtime.database.read() as connection:
-                    live = await find_live_access_token(
-                        connection, credential.token_digest, utcnow()
-                    )
-                if live is None:
+                # the credential as the middleware (or the web app) checks it, with its
+                # expiry, in one read
+                found = await self._credential(authorization, cookies)
+                if found is None:
                     return None
+                credential, user_id, expires_at = found
                 opened = await open_stream(
                     self.runtime,
-                    live.user_id,
+                    user_id,
                     credential,
                     matched["serial"],
                     resume,
-                    expires_at=live.expires_at,
+                    expires_at=expires_at,
                 )
         except Exception:  # a refusal, an outage: Litestar's route decides and says it
             return None
-        scope["user"] = Caller(user_id=live.user_id)
+        scope["user"] = Caller(user_id=user_id)
         return opened
+
+    async def _credential(
+        self, authorization: list[bytes], cookies: list[bytes]
+    ) -> tuple[Credential, int, datetime] | None:
+        """A bearer token, else (a browser's EventSource) the web app's session cookie."""
+        if authorization:
+            bearer = BearerCredential(bearer_token_digest(authorization[0].decode("latin-1")))
+            async with self.runtime.database.read() as connection:
+                live = await find_live_access_token(connection, bearer.token_digest, utcnow())
+            return None if live is None else (bearer, live.user_id, live.expires_at)
+        secret = session_cookie(b"; ".join(cookies).decode("latin-1"))
+        session = await find_session(self.runtime, secret)
+        if session is None:
+            return None
+        return SessionCredential(session.secret), session.user_id, session.expires_at
 
     async def _stream(self, opened: Opened, receive: Receive, send: Send) -> None:
         """Send the stream. A reader that falls MAX_WAITING events behind is not waited

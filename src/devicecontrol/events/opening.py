@@ -14,6 +14,7 @@ from typing import Protocol
 
 from devicecontrol.auth.repository import find_live_access_token
 from devicecontrol.auth.service import unknown_token
+from devicecontrol.auth.sessions import find_session
 from devicecontrol.clock import monotonic, utcnow
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices.commands.service import not_yours
@@ -37,8 +38,8 @@ HEADERS = (
 
 class Credential(Protocol):
     """What keeps a stream open: until when it holds, checked again while it runs (a
-    bearer token today; the web app's session, which a browser's EventSource sends as a
-    cookie, is a second kind)."""
+    bearer token, or the web app's session, which a browser's EventSource sends as a
+    cookie)."""
 
     async def expires_at(self, runtime: Runtime) -> datetime | None:
         """When it expires; None once it no longer holds (revoked, account disabled)."""
@@ -53,6 +54,17 @@ class BearerCredential:
         async with runtime.database.read() as connection:
             live = await find_live_access_token(connection, self.token_digest, utcnow())
         return None if live is None else live.expires_at
+
+
+class SessionCredential:
+    """The web app's session, as a browser's EventSource sends it (its cookie)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+
+    async def expires_at(self, runtime: Runtime) -> datetime | None:
+        session = await find_session(runtime, self.secret)
+        return None if session is None else session.expires_at
 
 
 def position_of(last_event_id: str | None) -> int | None:

@@ -1,4 +1,5 @@
-"""The client's address: the socket's peer, or X-Forwarded-For behind a trusted proxy."""
+"""The client's address (the socket's peer, or X-Forwarded-For behind a trusted proxy) and
+whether it came over TLS (directly, or X-Forwarded-Proto behind one)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,17 @@ def _forwarded_for(peer: str, headers: Sequence[str], trusted: Sequence[IPNetwor
         if not _is_trusted(hop, trusted):
             break
     return address
+
+
+def came_over_tls(
+    connection: ASGIConnection[Any, Any, Any, Any], trusted: Sequence[IPNetwork]
+) -> bool:
+    """Whether the client spoke HTTPS: to us directly, or to a trusted proxy that says so in
+    ``X-Forwarded-Proto`` (deploy/'s nginx sets it); an untrusted peer's header is ignored."""
+    if connection.scope.get("scheme") == "https":
+        return True
+    peer = connection.client.host if connection.client else UNKNOWN
+    if not trusted or not _is_trusted(peer, trusted):
+        return False
+    forwarded = connection.headers.getall("x-forwarded-proto", [])
+    return len(forwarded) == 1 and forwarded[0].strip().lower() == "https"

@@ -127,3 +127,14 @@ async def disable_user(runtime: Runtime, email: str) -> None:
         await revoke_tokens_of_user(connection, user.id, now)
     runtime.token_cache.forget_all()
     audit.record("user_disable", audit.SUCCESS, user_id=user.id)
+
+
+async def revoke_user_tokens(runtime: Runtime, email: str) -> None:
+    """Every token and web-app session of the account ends (``tokens revoke``). Audited."""
+    async with runtime.database.write() as connection:
+        user = await repository.find_user(connection, username_key(email))
+        if user is None:
+            raise NotFound(f"no user named {email}")
+        await revoke_tokens_of_user(connection, user.id, utcnow())
+    runtime.token_cache.forget_all()
+    audit.record("tokens_revoke", audit.SUCCESS, user_id=user.id)

@@ -1,0 +1,91 @@
+"""The app's pages (GET): what the signed-in owner sees, read through the API's services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import MediaType, Request, get
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
+from litestar.response import Redirect, Template
+
+from devicecontrol.auth.sessions import COOKIE_NAME, WebSession, find_session
+from devicecontrol.controllers import service as controllers
+from devicecontrol.runtime import Runtime
+from devicecontrol.users.service import get_profile
+from devicecontrol.webapp.shown import controller_rows, one_controller
+
+APP_HOME = "/app/"
+
+
+def page(name: str, session: WebSession | None, **context: Any) -> Template:
+    """A template with what every page's frame needs: the session (for its CSRF token)."""
+    context = {"session": session, **context}
+    return Template(template_name=name, context=context, media_type=MediaType.HTML)
+
+
+@get("/", include_in_schema=False)
+async def root() -> Redirect:
+    """A browser asking for the service's root is sent to the app."""
+    return Redirect(APP_HOME, status_code=302)
+
+
+@get("/app/login", include_in_schema=False)
+async def login_page(request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]) -> Any:
+    if await find_session(runtime, request.cookies.get(COOKIE_NAME)) is not None:
+        return Redirect(APP_HOME, status_code=303)
+    return page("login.html", None)
+
+
+@get("/app/", include_in_schema=False)
+async def controllers_page(
+    runtime: NamedDependency[Runtime], viewer: NamedDependency[WebSession]
+) -> Template:
+    rows, total = await controller_rows(runtime, viewer.user_id)
+    return page("controllers.html", viewer, rows=rows, total=total)
+
+
+@get("/app/controllers/rows", include_in_schema=False)
+async def controller_rows_fragment(
+    runtime: NamedDependency[Runtime], viewer: NamedDependency[WebSession]
+) -> Template:
+    """The list's rows alone: the page's script asks for them when its stream says the set
+    of controllers changed (one claimed elsewhere, or a gap in the events)."""
+    rows, _ = await controller_rows(runtime, viewer.user_id)
+    return page("_rows.html", viewer, rows=rows, oob=False)
+
+
+@get("/app/controllers/{serial_number:str}", include_in_schema=False)
+async def controller_page(
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[WebSession],
+    serial_number: FromPath[str],
+) -> Template:
+    """One controller of the viewer's; another's, or an unknown one, is the API's 404."""
+    row = await controllers.get_controller(runtime, viewer.user_id, serial_number)
+    return page("controller.html", viewer, controller=one_controller(row))
+
+
+@get("/app/profile", include_in_schema=False)
+async def profile_page(
+    runtime: NamedDependency[Runtime], viewer: NamedDependency[WebSession]
+) -> Template:
+    return page("profile.html", viewer, profile=await get_profile(runtime, viewer.user_id))
+
+
+@get("/app/{rest:path}", include_in_schema=False)
+async def unknown_page(rest: FromPath[str]) -> None:
+    """Any other path under /app/: the not-found page, in words."""
+    raise NotFoundException()
+
+
+PAGES = [
+    unknown_page,
+    root,
+    login_page,
+    controllers_page,
+    controller_rows_fragment,
+    controller_page,
+    profile_page,
+]

@@ -1,0 +1,230 @@
+"""The web app in a real browser (Debian's Chromium, headless) against a real ``serve``
+with its device link, a plug played over MQTT: log-in, the list changing live, what an
+attacker would try, and axe-core's rules at 360 px and at desktop width.
+
+One server for the module, on SQLite (the rules that touch the database run on both
+backends in-process, test_sessions.py); each test has users of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import aiomqtt
+import httpx
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Page, expect
+
+from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.config import Settings
+from devicecontrol.runtime import Runtime
+from tests.devices.link.support import SECRET, provision
+from tests.factories import PASSWORD, make_controller, make_user
+from tests.processes import Server, run_cli, running_server
+from tests.webapp.browser import DESKTOP, PHONE, WAIT_MS, browser, serious_violations
+
+__all__ = ["browser"]  # the module's browser, as a fixture of this module
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+_numbers = itertools.count(1)
+FOREIGN_ORIGIN = "http://foreign.example"
+LOGIN_PAGE = re.compile(r"/app/login$")
+
+
+@dataclass
+class Served:
+    server: Server
+    database_url: str
+
+    def url(self, path: str) -> str:
+        return self.server.base_url + path
+
+
+@pytest.fixture(scope="module")
+def served(database_factories, tmp_path_factory) -> Iterator[Served]:
+    factory = database_factories["sqlite"]
+    url = factory.new_url(tmp_path_factory.mktemp("webapp-db"))
+    workdir = tmp_path_factory.mktemp("webapp-serve")
+    with running_server(url, workdir, device_link=True) as server:
+        yield Served(server, url)
+    factory.drop(url)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    opened = await browser.new_context(viewport=DESKTOP)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def owner_with_plug(served: Served) -> tuple[str, str]:
+    """A new user and a smart plug of theirs, whose device secret is SECRET."""
+    number = next(_numbers)
+    user, serial = f"owner{number}@example.com", f"WEB-PLUG-{number}"
+    runtime = Runtime.from_settings(Settings(database_url=served.database_url))
+    try:
+        await make_user(runtime, user)
+        await provision(runtime, serial, owner=user)
+    finally:
+        await runtime.close()
+    return user, serial
+
+
+async def log_in(context: BrowserContext, served: Served, user: str) -> Page:
+    page = await context.new_page()
+    await page.goto(served.url("/app/"))
+    await expect(page).to_have_url(LOGIN_PAGE)
+    await page.get_by_label("E-mail address").fill(user)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page.get_by_role("heading", name="Your controllers")).to_be_visible()
+    return page
+
+
+def csp_reports(page: Page) -> list[str]:
+    """Messages of anything the page's Content-Security-Policy blocked, as they come."""
+    blocked: list[str] = []
+
+    def note(message: object) -> None:
+        text = getattr(message, "text", "")
+        if "Content Security Policy" in text:
+            blocked.append(text)
+
+    page.on("console", note)
+    return blocked
+
+
+def plug(served: Served, serial: str) -> aiomqtt.Client:
+    return aiomqtt.Client(
+        "127.0.0.1",
+        served.server.mqtt_port,
+        identifier=serial,
+        username=serial,
+        password=SECRET,
+    )
+
+
+async def test_a_plug_coming_online_and_its_reading_show_on_the_list_live(served, context):
+    user, serial = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    blocked = csp_reports(page)
+    row = page.locator(f'tr[data-serial="{serial}"]')
+    await expect(row.locator('[data-field="online"]')).to_have_text("offline")
+    await expect(page.locator("#live-status")).to_have_text(re.compile("^Live"), timeout=WAIT_MS)
+    async with plug(served, serial) as device:
+        await expect(row.locator('[data-field="online"]')).to_have_text("online", timeout=WAIT_MS)
+        await device.publish(
+            f"devices/{serial}/state", b'{"relay_state": "on", "power": 3.5}', qos=1
+        )
+        await expect(row.locator('[data-field="reading"]')).to_contain_text(
+            "power 3.5", timeout=WAIT_MS
+        )
+    await expect(row.locator('[data-field="online"]')).to_have_text("offline", timeout=WAIT_MS)
+    # nothing of the session is within a script's reach, nor in the page's address
+    assert await page.evaluate("document.cookie") == ""
+    [cookie] = [c for c in await context.cookies() if c["name"] == COOKIE_NAME]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    # web storage holds no secret (htmx keeps the page's path there, and nothing else)
+    stored = await page.evaluate(
+        "JSON.stringify([localStorage, sessionStorage].map(s => Object.entries(s)))"
+    )
+    assert cookie["value"] not in stored and "token" not in stored.lower(), stored
+    assert await page.evaluate("localStorage.length") == 0
+    assert cookie["value"] not in page.url and "token" not in page.url
+    assert blocked == []  # htmx and the page's script ran under the strict policy
+
+
+async def test_another_users_controller_typed_into_the_address_is_the_not_found_page(
+    served, context
+):
+    user, _ = await owner_with_plug(served)
+    _, others = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    answer = await page.goto(served.url(f"/app/controllers/{others}"))
+    assert answer is not None and answer.status == 404
+    await expect(page.get_by_role("alert")).to_have_text(
+        f"No controller with serial number {others} is assigned to you."
+    )
+
+
+async def test_a_form_posted_from_another_origin_changes_nothing(served, context):
+    user, _ = await owner_with_plug(served)
+    unowned = f"WEB-FREE-{next(_numbers)}"
+    runtime = Runtime.from_settings(Settings(database_url=served.database_url))
+    try:
+        await make_controller(runtime, unowned)
+    finally:
+        await runtime.close()
+    page = await log_in(context, served, user)
+    form = (
+        f'<form method="post" action="{served.url("/app/claim")}">'
+        f'<input name="serial_number" value="{unowned}"><button>go</button></form>'
+    )
+    await context.route(
+        f"{FOREIGN_ORIGIN}/**",
+        lambda route: route.fulfill(status=200, content_type="text/html", body=form),
+    )
+    await page.goto(f"{FOREIGN_ORIGIN}/attack")
+    async with page.expect_navigation() as navigation:
+        await page.get_by_role("button", name="go").click()
+    refused = await navigation.value
+    assert refused is not None and refused.status == 403
+    await expect(page.get_by_role("alert")).to_contain_text("refused")
+    await page.goto(served.url("/app/"))
+    await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(0)
+
+
+async def test_a_cookie_replayed_after_log_out_opens_nothing(served, browser, context):
+    user, _ = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    [cookie] = [c for c in await context.cookies() if c["name"] == COOKIE_NAME]
+    await page.get_by_role("button", name="Log out").click()
+    await expect(page).to_have_url(LOGIN_PAGE)
+    replay = await browser.new_context(viewport=DESKTOP)
+    try:
+        await replay.add_cookies([cookie])
+        replayed = await replay.new_page()
+        await replayed.goto(served.url("/app/"))
+        await expect(replayed).to_have_url(LOGIN_PAGE)
+    finally:
+        await replay.close()
+    async with httpx.AsyncClient(timeout=10) as http:
+        stream = await http.get(
+            served.url("/v1/controllers/events"),
+            headers={"Cookie": f"{COOKIE_NAME}={cookie['value']}"},
+        )
+    assert stream.status_code == 401
+
+
+async def test_tokens_revoke_ends_an_open_session(served, context):
+    user, _ = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    revoked = await asyncio.to_thread(
+        run_cli, "tokens", "revoke", user, database_url=served.database_url
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    await page.reload()
+    await expect(page).to_have_url(LOGIN_PAGE)
+
+
+async def test_no_serious_accessibility_violation_at_360_px_and_on_a_desktop(served, context):
+    user, serial = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    pages = ["/app/", f"/app/controllers/{serial}", "/app/profile", "/app/no-such-page"]
+    for size in (PHONE, DESKTOP):
+        await page.set_viewport_size(size)
+        for path in pages:
+            await page.goto(served.url(path))
+            assert await serious_violations(page) == [], (size, path)
+    await page.goto(served.url("/app/"))
+    await page.get_by_role("button", name="Log out").click()
+    await expect(page).to_have_url(LOGIN_PAGE)
+    for size in (PHONE, DESKTOP):
+        await page.set_viewport_size(size)
+        assert await serious_violations(page) == [], (size, "/app/login")

@@ -1,0 +1,108 @@
+"""The app's pages in-process (SQLite: these rules do not touch the database's own
+behaviour): every answer's security headers, errors in words, the routes kept out of
+the OpenAPI document, the size budget of the app's JavaScript and CSS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devicecontrol.webapp import headers as webapp_headers
+from tests.asgi import app_and_client
+from tests.factories import make_controller, make_user
+from tests.webapp.support import HTMX, changed_with, log_in
+
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
+STATIC = Path(webapp_headers.__file__).parent / "static"
+BUDGET_BYTES = 150 * 1024
+ANA, BEN = "ana@example.com", "ben@example.com"
+
+
+def assert_page_headers(answer) -> None:
+    policy = answer.headers.get("content-security-policy", "")
+    assert "frame-ancestors 'none'" in policy, (answer.url, answer.headers)
+    assert "script-src 'self'" in policy and "style-src 'self'" in policy
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+@SQLITE_ONLY
+async def test_every_answer_of_the_app_carries_its_security_headers(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_user(runtime, BEN)
+        await make_controller(runtime, "BENS-1", owner=BEN)
+        anonymous = ["/", "/app/", "/app/login", "/app/static/app.js", "/app/no/such"]
+        answers = [await http.get(path) for path in anonymous]
+        token = await log_in(http, ANA)
+        for path in ("/app/", "/app/profile", "/app/controllers/BENS-1", "/app/x", "/app/login"):
+            answers.append(await http.get(path))
+        answers.append(await http.post("/app/claim", data={"serial_number": "X"}, headers=HTMX))
+        answers.append(
+            await http.post("/app/claim", data={"serial_number": "X"}, headers=changed_with(token))
+        )
+        assert {a.status_code for a in answers} >= {200, 302, 303, 403, 404}
+        for answer in answers:
+            assert_page_headers(answer)
+        api = await http.get("/v1/users/me")
+        assert "content-security-policy" not in api.headers  # the API is no page
+
+
+@SQLITE_ONLY
+async def test_another_users_controller_and_an_unknown_page_are_not_found_in_words(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_user(runtime, BEN)
+        await make_controller(runtime, "BENS-1", owner=BEN, name="Ben's plug")
+        await log_in(http, ANA)
+        others = await http.get("/app/controllers/BENS-1")
+        assert others.status_code == 404
+        assert others.headers["content-type"].startswith("text/html")
+        assert "No controller with serial number BENS-1 is assigned to you." in others.text
+        assert "Ben's plug" not in others.text and "Ben&#39;s plug" not in others.text
+        unknown = await http.get("/app/no/such/page")
+        assert unknown.status_code == 404
+        assert "There is no such page" in unknown.text
+
+
+@SQLITE_ONLY
+async def test_claim_hand_over_and_release_keep_the_apis_rules(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_user(runtime, BEN)
+        await make_controller(runtime, "CODED-1", claim_code="1234")
+        token = await log_in(http, ANA)
+        headers = changed_with(token)
+        wrong = {"serial_number": "CODED-1", "claim_code": "9999"}
+        refused = await http.post("/app/claim", data=wrong, headers=headers)
+        assert refused.status_code == 403 and 'role="alert"' in refused.text
+        right = {"serial_number": "CODED-1", "claim_code": "1234"}
+        claimed = await http.post("/app/claim", data=right, headers=headers)
+        assert claimed.status_code == 200 and "CODED-1 is yours now" in claimed.text
+        nobody = await http.post(
+            "/app/controllers/CODED-1/handover",
+            data={"owner": "nobody@example.com"},
+            headers=headers,
+        )
+        assert nobody.status_code == 422 and "no active account is named" in nobody.text
+        handed = await http.post(
+            "/app/controllers/CODED-1/handover", data={"owner": BEN}, headers=headers
+        )
+        assert handed.headers["hx-redirect"] == "/app/"
+        assert (await http.get("/app/controllers/CODED-1")).status_code == 404
+        again = await http.post("/app/controllers/CODED-1/release", headers=headers)
+        assert again.status_code == 404  # no longer Ana's to release
+
+
+@SQLITE_ONLY
+async def test_the_apps_routes_are_not_in_the_openapi_document(settings):
+    async with app_and_client(settings) as (_, http):
+        paths = (await http.get("/openapi.json")).json()["paths"]
+    assert paths and not [p for p in paths if p == "/" or p.startswith("/app")]
+
+
+def test_the_apps_javascript_and_css_fit_the_budget():
+    files = [p for p in STATIC.rglob("*") if p.suffix in {".js", ".css"}]
+    assert {p.name for p in files} >= {"app.js", "app.css", "htmx.min.js", "uPlot.iife.min.js"}
+    assert sum(p.stat().st_size for p in files) <= BUDGET_BYTES

@@ -1,0 +1,145 @@
+"""The web app's session rules, in-process, on SQLite and PostgreSQL: the cookie, its
+digest, the proof every change needs, what ends a session, the throttles of log-in."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+
+import pytest
+from sqlalchemy import select
+
+from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.config import Settings, ThrottleRule
+from devicecontrol.database.tables import web_sessions
+from devicecontrol.users import service as users
+from tests.asgi import app_and_client
+from tests.factories import PASSWORD, make_controller, make_user
+from tests.webapp.support import HTMX, changed_with, log_in, session_cookie_attributes
+
+ANA, BEN = "ana@example.com", "ben@example.com"
+
+
+async def test_the_cookie_is_httponly_strict_for_the_whole_site_and_stored_as_a_digest(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        answer = await http.post(
+            "/app/login", data={"username": ANA, "password": PASSWORD}, headers=HTMX
+        )
+        assert answer.status_code == 200, answer.text
+        cookie = session_cookie_attributes(answer)
+        assert cookie["httponly"] is True and str(cookie["samesite"]).lower() == "strict"
+        assert cookie["path"] == "/" and "secure" not in cookie  # plain HTTP here
+        async with runtime.database.read() as connection:
+            stored = (await connection.execute(select(web_sessions))).all()
+        assert [row.digest for row in stored] == [
+            hashlib.sha256(str(cookie["value"]).encode()).hexdigest()
+        ]
+        assert str(cookie["value"]) not in repr(stored)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_the_cookie_is_secure_over_tls_directly_or_through_a_trusted_proxy(settings):
+    proxy = Settings(
+        database_url=settings.database_url,
+        trusted_proxies=(ipaddress.ip_network("10.0.0.0/8"),),
+    )
+    form = {"username": ANA, "password": PASSWORD}
+    async with app_and_client(proxy, peer="10.0.0.2") as (runtime, http):
+        await make_user(runtime, ANA)
+        answer = await http.post(
+            "/app/login", data=form, headers={**HTMX, "X-Forwarded-Proto": "https"}
+        )
+        assert session_cookie_attributes(answer)["secure"] is True
+        answer = await http.post("/app/login", data=form, headers=HTMX)
+        assert "secure" not in session_cookie_attributes(answer)
+    # the same header from a peer that is no trusted proxy is not believed
+    async with app_and_client(proxy, peer="192.0.2.7") as (runtime, http):
+        answer = await http.post(
+            "/app/login", data=form, headers={**HTMX, "X-Forwarded-Proto": "https"}
+        )
+        assert "secure" not in session_cookie_attributes(answer)
+    async with app_and_client(proxy) as (runtime, http):
+        http.base_url = "https://testserver"
+        answer = await http.post("/app/login", data=form, headers=HTMX)
+        assert session_cookie_attributes(answer)["secure"] is True
+
+
+async def test_a_change_without_the_sessions_token_is_refused_in_words(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_controller(runtime, "FREE-1")
+        token = await log_in(http, ANA)
+        claim = {"serial_number": "FREE-1"}
+        refusals = [
+            HTMX,  # the cookie alone
+            changed_with("0" * 64),  # a token, not this session's
+            {**changed_with(token), "Origin": "http://foreign.example"},
+            {**changed_with(token), "Sec-Fetch-Site": "cross-site"},
+            {**changed_with(token), "Origin": "null"},
+        ]
+        for headers in refusals:
+            answer = await http.post("/app/claim", data=claim, headers=headers)
+            assert answer.status_code == 403, (headers, answer.text)
+            assert "did not come from this app" in answer.text
+            assert answer.headers["content-type"].startswith("text/html")
+        assert "FREE-1" not in (await http.get("/app/")).text
+        own_origin = {**changed_with(token), "Origin": "http://testserver"}
+        answer = await http.post("/app/claim", data=claim, headers=own_origin)
+        assert answer.status_code == 200, answer.text
+        assert 'data-serial="FREE-1"' in answer.text
+
+
+async def test_a_log_in_form_posted_from_another_origin_is_refused(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        form = {"username": ANA, "password": PASSWORD}
+        for headers in ({}, {**HTMX, "Origin": "http://foreign.example"}):
+            answer = await http.post("/app/login", data=form, headers=headers)
+            assert answer.status_code == 403, answer.text
+            assert COOKIE_NAME not in answer.headers.get("set-cookie", "")
+
+
+@pytest.mark.parametrize(
+    "end", ["log out", "set password", "tokens revoke", "disable"], ids=lambda e: e
+)
+async def test_what_ends_a_session_ends_it_at_once(settings, end):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        token = await log_in(http, ANA)
+        cookie = http.cookies[COOKIE_NAME]
+        if end == "log out":
+            answer = await http.post("/app/logout", headers=changed_with(token))
+            assert answer.headers["hx-redirect"] == "/app/login"
+            assert session_cookie_attributes(answer)["max-age"] == "0"
+        elif end == "set password":
+            await users.set_password(runtime, ANA, password="another correct horse")
+        elif end == "tokens revoke":
+            await users.revoke_user_tokens(runtime, ANA)
+        else:
+            await users.disable_user(runtime, ANA)
+        http.cookies.clear()
+        http.cookies[COOKIE_NAME] = cookie  # replayed
+        answer = await http.get("/app/")
+        assert (answer.status_code, answer.headers["location"]) == (303, "/app/login")
+        answer = await http.post("/app/claim", data={"serial_number": "X"}, headers=HTMX)
+        assert answer.headers.get("hx-redirect") == "/app/login"
+
+
+async def test_log_in_is_throttled_by_the_token_endpoints_rules_and_says_so(settings):
+    strict = Settings(
+        database_url=settings.database_url, throttle_login_per_username=ThrottleRule(2, 900)
+    )
+    async with app_and_client(strict) as (runtime, http):
+        await make_user(runtime, ANA)
+        wrong = {"username": ANA, "password": "wrong horse"}
+        for _ in range(2):
+            answer = await http.post("/app/login", data=wrong, headers=HTMX)
+            assert answer.status_code == 400
+            assert "Wrong username or password." in answer.text
+            assert 'role="alert"' in answer.text
+        answer = await http.post("/app/login", data={**wrong, "password": PASSWORD}, headers=HTMX)
+        assert answer.status_code == 429
+        assert answer.headers["retry-after"]
+        assert f"try again in {answer.headers['retry-after']} seconds" in answer.text
+        assert COOKIE_NAME not in answer.headers.get("set-cookie", "")
