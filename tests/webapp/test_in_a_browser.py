@@ -110,7 +110,7 @@ def plug(served: Served, serial: str) -> aiomqtt.Client:
     )
 
 
-async def test_a_plug_coming_online_and_its_reading_show_on_the_list_live(served, context):
+async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revoke(served, context):
     user, serial = await owner_with_plug(served)
     page = await log_in(context, served, user)
     blocked = csp_reports(page)
@@ -138,19 +138,54 @@ async def test_a_plug_coming_online_and_its_reading_show_on_the_list_live(served
     assert await page.evaluate("localStorage.length") == 0
     assert cookie["value"] not in page.url and "token" not in page.url
     assert blocked == []  # htmx and the page's script ran under the strict policy
+    # an operator's `tokens revoke` ends the session at once
+    revoked = await asyncio.to_thread(
+        run_cli, "tokens", "revoke", user, database_url=served.database_url
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    await page.reload()
+    await expect(page).to_have_url(LOGIN_PAGE)
 
 
-async def test_another_users_controller_typed_into_the_address_is_the_not_found_page(
-    served, context
+async def test_pages_pass_axe_at_both_widths_hide_anothers_controller_and_log_out_for_good(
+    served, browser, context
 ):
-    user, _ = await owner_with_plug(served)
+    user, serial = await owner_with_plug(served)
     _, others = await owner_with_plug(served)
     page = await log_in(context, served, user)
     answer = await page.goto(served.url(f"/app/controllers/{others}"))
-    assert answer is not None and answer.status == 404
+    assert answer is not None and answer.status == 404  # typed into the address
     await expect(page.get_by_role("alert")).to_have_text(
         f"No controller with serial number {others} is assigned to you."
     )
+    pages = ["/app/", f"/app/controllers/{serial}", "/app/profile", f"/app/controllers/{others}"]
+    for size in (PHONE, DESKTOP):
+        await page.set_viewport_size(size)
+        for path in pages:
+            await page.goto(served.url(path))
+            assert await serious_violations(page) == [], (size, path)
+    [cookie] = [c for c in await context.cookies() if c["name"] == COOKIE_NAME]
+    await page.goto(served.url("/app/"))
+    await page.get_by_role("button", name="Log out").click()
+    await expect(page).to_have_url(LOGIN_PAGE)
+    for size in (PHONE, DESKTOP):
+        await page.set_viewport_size(size)
+        assert await serious_violations(page) == [], (size, "/app/login")
+    # the cookie, replayed after log-out, opens neither a page nor a stream
+    replay = await browser.new_context(viewport=DESKTOP)
+    try:
+        await replay.add_cookies([cookie])
+        replayed = await replay.new_page()
+        await replayed.goto(served.url("/app/"))
+        await expect(replayed).to_have_url(LOGIN_PAGE)
+    finally:
+        await replay.close()
+    async with httpx.AsyncClient(timeout=10) as http:
+        stream = await http.get(
+            served.url("/v1/controllers/events"),
+            headers={"Cookie": f"{COOKIE_NAME}={cookie['value']}"},
+        )
+    assert stream.status_code == 401
 
 
 async def test_a_form_posted_from_another_origin_changes_nothing(served, context):
@@ -178,53 +213,3 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
     await expect(page.get_by_role("alert")).to_contain_text("refused")
     await page.goto(served.url("/app/"))
     await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(0)
-
-
-async def test_a_cookie_replayed_after_log_out_opens_nothing(served, browser, context):
-    user, _ = await owner_with_plug(served)
-    page = await log_in(context, served, user)
-    [cookie] = [c for c in await context.cookies() if c["name"] == COOKIE_NAME]
-    await page.get_by_role("button", name="Log out").click()
-    await expect(page).to_have_url(LOGIN_PAGE)
-    replay = await browser.new_context(viewport=DESKTOP)
-    try:
-        await replay.add_cookies([cookie])
-        replayed = await replay.new_page()
-        await replayed.goto(served.url("/app/"))
-        await expect(replayed).to_have_url(LOGIN_PAGE)
-    finally:
-        await replay.close()
-    async with httpx.AsyncClient(timeout=10) as http:
-        stream = await http.get(
-            served.url("/v1/controllers/events"),
-            headers={"Cookie": f"{COOKIE_NAME}={cookie['value']}"},
-        )
-    assert stream.status_code == 401
-
-
-async def test_tokens_revoke_ends_an_open_session(served, context):
-    user, _ = await owner_with_plug(served)
-    page = await log_in(context, served, user)
-    revoked = await asyncio.to_thread(
-        run_cli, "tokens", "revoke", user, database_url=served.database_url
-    )
-    assert revoked.returncode == 0, revoked.stderr
-    await page.reload()
-    await expect(page).to_have_url(LOGIN_PAGE)
-
-
-async def test_no_serious_accessibility_violation_at_360_px_and_on_a_desktop(served, context):
-    user, serial = await owner_with_plug(served)
-    page = await log_in(context, served, user)
-    pages = ["/app/", f"/app/controllers/{serial}", "/app/profile", "/app/no-such-page"]
-    for size in (PHONE, DESKTOP):
-        await page.set_viewport_size(size)
-        for path in pages:
-            await page.goto(served.url(path))
-            assert await serious_violations(page) == [], (size, path)
-    await page.goto(served.url("/app/"))
-    await page.get_by_role("button", name="Log out").click()
-    await expect(page).to_have_url(LOGIN_PAGE)
-    for size in (PHONE, DESKTOP):
-        await page.set_viewport_size(size)
-        assert await serious_violations(page) == [], (size, "/app/login")
