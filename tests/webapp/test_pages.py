@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from devicecontrol.demo import data as demo
 from devicecontrol.webapp import headers as webapp_headers
 from tests.asgi import app_and_client
 from tests.factories import make_controller, make_user
@@ -16,6 +17,7 @@ from tests.webapp.support import HTMX, changed_with, log_in
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
 STATIC = Path(webapp_headers.__file__).parent / "static"
 BUDGET_BYTES = 150 * 1024
+README = Path(__file__).resolve().parents[2] / "README.md"
 ANA, BEN = "ana@example.com", "ben@example.com"
 
 
@@ -106,3 +108,13 @@ def test_the_apps_javascript_and_css_fit_the_budget():
     files = [p for p in STATIC.rglob("*") if p.suffix in {".js", ".css"}]
     assert {p.name for p in files} >= {"app.js", "app.css", "htmx.min.js", "uPlot.iife.min.js"}
     assert sum(p.stat().st_size for p in files) <= BUDGET_BYTES
+
+
+@SQLITE_ONLY
+async def test_the_readmes_web_app_line_logs_the_demo_user_in(settings):
+    assert demo.web_app_line() in README.read_text(encoding="utf-8")
+    async with app_and_client(settings) as (runtime, http):
+        await demo.fill_demo(runtime)
+        await log_in(http, demo.DEMO_USER, demo.DEMO_PASSWORD)
+        listed = (await http.get("/app/")).text
+        assert 'data-serial="DEMO-MELISSA-1"' in listed and 'data-serial="DEMO-PLUG-1"' in listed

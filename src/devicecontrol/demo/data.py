@@ -122,6 +122,11 @@ for a fresh demo, stop the service and start it on an empty database (rm devicec
 """
 
 
+def web_app_line(base_url: str = "http://127.0.0.1:8000") -> str:
+    """The web app's way in, as the README's walk-through says it."""
+    return f"In a browser: open {base_url}/app/ and log in as {DEMO_USER} / {DEMO_PASSWORD}"
+
+
 def walkthrough(base_url: str, *, added: bool = True, mqtt_port: int = 1884) -> str:
     """What ``demo`` and ``serve --demo`` print: the credentials and the walk-through.
 
@@ -131,6 +136,8 @@ def walkthrough(base_url: str, *, added: bool = True, mqtt_port: int = 1884) -> 
 {"" if added else ALREADY_FILLED + chr(10)}Demo client: {DEMO_CLIENT_ID} / {DEMO_CLIENT_SECRET}
 Demo users:  {DEMO_USER} / {DEMO_PASSWORD}   {FRIEND_USER} / {FRIEND_PASSWORD}
 Unowned controllers: DEMO-PLUG-2, DEMO-BOBBIE-1 (claim code 7F3K-92QD)
+
+{web_app_line(base_url)}
 
 Try it from another shell:
 
