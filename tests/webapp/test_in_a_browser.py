@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import aiomqtt
 import httpx
+import msgspec
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
+from devicecontrol.devices import identity, repository
 from devicecontrol.runtime import Runtime
-from tests.devices.link.support import SECRET, provision
+from tests.devices.link.support import SECRET, next_command
 from tests.factories import PASSWORD, make_controller, make_user
 from tests.processes import Server, run_cli, running_server
 from tests.webapp.browser import DESKTOP, PHONE, WAIT_MS, browser, serious_violations
@@ -33,6 +37,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 _numbers = itertools.count(1)
 FOREIGN_ORIGIN = "http://foreign.example"
 LOGIN_PAGE = re.compile(r"/app/login$")
+# scripts/refresh-webapp-screenshot sets it: where the controller page's picture goes
+SCREENSHOT = os.environ.get("DEVICECONTROL_WEBAPP_SCREENSHOT")
 
 
 @dataclass
@@ -70,7 +76,11 @@ async def owner_with_plug(served: Served) -> tuple[str, str]:
     runtime = Runtime.from_settings(Settings(database_url=served.database_url))
     try:
         await make_user(runtime, user)
-        await provision(runtime, serial, owner=user)
+        await make_controller(runtime, serial, owner=user, name="Living-room plug")
+        async with runtime.database.write() as connection:
+            await repository.set_device_secret(
+                connection, serial, identity.device_secret_digest(SECRET), utcnow()
+            )
     finally:
         await runtime.close()
     return user, serial
@@ -213,3 +223,41 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
     await expect(page.get_by_role("alert")).to_contain_text("refused")
     await page.goto(served.url("/app/"))
     await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(0)
+
+
+async def test_a_command_sent_with_a_click_ends_succeeded_on_the_controllers_page(served, context):
+    user, serial = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    await page.get_by_role("link", name="Living-room plug").click()
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(serial)
+    online = page.locator('dd[data-field="online"]')
+    async with plug(served, serial) as device:
+        await device.subscribe(f"devices/{serial}/commands", qos=1)
+        await expect(online).to_have_text("online", timeout=WAIT_MS)
+        await device.publish(
+            f"devices/{serial}/state", b'{"relay_state": "off", "power": 0.4}', qos=1
+        )
+        await expect(page.locator("#reading-rows li").first).to_contain_text(
+            "power 0.4", timeout=WAIT_MS
+        )
+        await page.get_by_role("button", name="Switch on").click()
+        await expect(page.locator("#command-message")).to_have_text(
+            "Power: queued for the device; its status follows below."
+        )
+        delivered = await next_command(device)
+        assert delivered["name"] == "switch_on_off" and delivered["params"] == {"state": "on"}
+        status = page.locator(f'tr[data-command="{delivered["id"]}"] [data-field="status"]')
+        await expect(status).to_have_text("sent", timeout=WAIT_MS)
+        await device.publish(
+            f"devices/{serial}/commands/result",
+            msgspec.json.encode({"id": delivered["id"], "status": "succeeded"}),
+            qos=1,
+        )
+        await expect(status).to_have_text("succeeded", timeout=WAIT_MS)
+        await device.publish(
+            f"devices/{serial}/state", b'{"relay_state": "on", "power": 41.5}', qos=1
+        )
+        await expect(page.locator("#reading-rows li").first).to_contain_text("power 41.5")
+        if SCREENSHOT:
+            await page.set_viewport_size({"width": 1100, "height": 900})
+            await page.screenshot(path=SCREENSHOT, full_page=True)

@@ -118,3 +118,30 @@ async def test_the_readmes_web_app_line_logs_the_demo_user_in(settings):
         await log_in(http, demo.DEMO_USER, demo.DEMO_PASSWORD)
         listed = (await http.get("/app/")).text
         assert 'data-serial="DEMO-MELISSA-1"' in listed and 'data-serial="DEMO-PLUG-1"' in listed
+
+
+@SQLITE_ONLY
+async def test_a_melissas_form_sends_the_catalogues_command_or_says_what_is_wrong(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_user(runtime, BEN)
+        await make_controller(runtime, "MEL-1", owner=ANA, type="melissa")
+        await make_controller(runtime, "BENS-MEL", owner=BEN, type="melissa")
+        token = await log_in(http, ANA)
+        page = (await http.get("/app/controllers/MEL-1")).text
+        for label in ("Air conditioner", "Mode", "Cool", "Temperature (°C)", "Fan", "High"):
+            assert label in page
+        path = "/app/controllers/MEL-1/commands"
+        setting = {"name": "send_ir_code", "state": "1", "mode": "3", "fan": "2"}
+        wrong = await http.post(path, data={**setting, "temp": "42"}, headers=changed_with(token))
+        assert wrong.status_code == 400 and "temp: must be 16 to 30" in wrong.text
+        sent = await http.post(path, data={**setting, "temp": "22"}, headers=changed_with(token))
+        assert sent.status_code == 200 and "queued for the device" in sent.text
+        rows = (await http.get(path)).text
+        assert "state 1 · mode 3 · temp 22 · fan 2" in rows and ">queued<" in rows
+        others = await http.post(
+            "/app/controllers/BENS-MEL/commands",
+            data={**setting, "temp": "22"},
+            headers=changed_with(token),
+        )
+        assert others.status_code == 404

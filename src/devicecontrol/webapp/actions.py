@@ -14,14 +14,17 @@ from litestar.response import Template
 
 from devicecontrol.auth.sessions import WebSession, end_session, start_session
 from devicecontrol.controllers import service as controllers
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.http.addresses import client_address
 from devicecontrol.runtime import Runtime
+from devicecontrol.webapp.activity import latest_commands
+from devicecontrol.webapp.controls import sent_fields
 from devicecontrol.webapp.failures import LOGIN_PATH
 from devicecontrol.webapp.pages import APP_HOME, page
 from devicecontrol.webapp.proof import require_login_proof
 from devicecontrol.webapp.shown import controller_rows
 from devicecontrol.webapp.viewer import session_cookie
-from devicecontrol.webapp.wording import words
+from devicecontrol.webapp.wording import words, words_or
 
 Form = Body(media_type=RequestEncodingType.URL_ENCODED)
 
@@ -116,4 +119,34 @@ async def release(
     return go_to(APP_HOME)
 
 
-ACTIONS = [log_in, log_out, claim, hand_over, release]
+@post("/app/controllers/{serial_number:str}/commands", include_in_schema=False, status_code=200)
+async def send_command(
+    request: Request[Any, Any, Any],
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[WebSession],
+    serial_number: FromPath[str],
+) -> Template:
+    """The API's native command (checked strictly by the catalogue, the default time to
+    live); the answer is a message and the commands' rows, whose statuses then change live."""
+    form = {name: str(value) for name, value in (await request.form()).items()}
+    name = form.pop("name", "")
+    device = await commands.owned_device(runtime, viewer.user_id, serial_number)
+    await commands.create_command(
+        runtime,
+        device,
+        name=name,
+        fields=sent_fields(device.type, name, form),
+        ttl_s=runtime.settings.command_ttl_s,
+        strict=True,
+    )
+    return page(
+        "_command_sent.html",
+        viewer,
+        message=words("command.sent", name=words_or(f"command.{name}", name)),
+        alert=False,
+        commands=await latest_commands(runtime, device),
+        oob=True,
+    )
+
+
+ACTIONS = [log_in, log_out, claim, hand_over, release, send_command]

@@ -12,8 +12,11 @@ from litestar.response import Redirect, Template
 
 from devicecontrol.auth.sessions import COOKIE_NAME, WebSession, find_session
 from devicecontrol.controllers import service as controllers
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.service import get_profile
+from devicecontrol.webapp.activity import latest_commands, latest_readings
+from devicecontrol.webapp.controls import command_controls
 from devicecontrol.webapp.shown import controller_rows, one_controller
 
 APP_HOME = "/app/"
@@ -63,8 +66,30 @@ async def controller_page(
     serial_number: FromPath[str],
 ) -> Template:
     """One controller of the viewer's; another's, or an unknown one, is the API's 404."""
-    row = await controllers.get_controller(runtime, viewer.user_id, serial_number)
-    return page("controller.html", viewer, controller=one_controller(row))
+    detail = await controllers.controller_detail(runtime, viewer.user_id, serial_number)
+    device = await commands.owned_device(runtime, viewer.user_id, serial_number)
+    return page(
+        "controller.html",
+        viewer,
+        controller=one_controller(detail.row),
+        controls=command_controls(device.type, detail.command_log),
+        readings=await latest_readings(runtime, device),
+        commands=await latest_commands(runtime, device),
+        oob=False,
+    )
+
+
+@get("/app/controllers/{serial_number:str}/commands", include_in_schema=False)
+async def command_rows_fragment(
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[WebSession],
+    serial_number: FromPath[str],
+) -> Template:
+    """The commands' rows alone, for the page's script when a command it has not drawn
+    changes (one made by the API, or by another browser)."""
+    device = await commands.owned_device(runtime, viewer.user_id, serial_number)
+    shown = await latest_commands(runtime, device)
+    return page("_commands.html", viewer, commands=shown, oob=False)
 
 
 @get("/app/profile", include_in_schema=False)
@@ -81,6 +106,7 @@ async def unknown_page(rest: FromPath[str]) -> None:
 
 
 PAGES = [
+    command_rows_fragment,
     unknown_page,
     root,
     login_page,

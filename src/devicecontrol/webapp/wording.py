@@ -23,3 +23,9 @@ def words(key: str, **values: Any) -> str:
     key is a KeyError: the tests render every page, so it cannot reach a user."""
     text = catalogue()[key]
     return text.format(**values) if values else text
+
+
+def words_or(key: str, default: str) -> str:
+    """The catalogue's text for ``key`` where the catalogue may have none (a command or a
+    value the catalogue of device types gained later): ``default``, as the API names it."""
+    return catalogue().get(key, default)

@@ -4,12 +4,28 @@
 // server refuses (the session ended) sends the page back through the log-in.
 
 const RELOAD_AFTER_REFUSAL_MS = 3000;
+const READINGS_SHOWN = 10;  // as many as the page is drawn with
+// a command's statuses only move forward: a row never goes back to an older one
+const STATUS_RANK = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2 };
 
 function describeReading(reading) {
   return Object.entries(reading)
     .filter(([name]) => name !== "created")
     .map(([name, value]) => `${name} ${value}`)
     .join(" · ");
+}
+
+function addReading(root, reading) {
+  const list = root.querySelector("#reading-rows");
+  if (!list) return;
+  if (!list.querySelector(".when")) list.replaceChildren();  // "no readings yet"
+  const item = document.createElement("li");
+  const when = document.createElement("span");
+  when.className = "when";
+  when.textContent = reading.created || "";
+  item.append(when, " ", describeReading(reading));
+  list.prepend(item);
+  while (list.children.length > READINGS_SHOWN) list.lastElementChild.remove();
 }
 
 function follow(root) {
@@ -51,6 +67,34 @@ function follow(root) {
     const holder = holderOf(data.serial_number);
     if (!holder) { refresh(); return; }
     setField(holder, "reading", describeReading(data.reading) || words.textNoReading);
+    addReading(root, data.reading);
+  });
+  // each command's newest status the stream told: rows drawn by the server (a form's
+  // answer, a refresh) may arrive after a newer event, and are brought forward once swapped
+  const statuses = new Map();
+  const showStatus = (id, status) => {
+    const cell = root.querySelector(`[data-command="${CSS.escape(id)}"] [data-field="status"]`);
+    if (!cell) return false;
+    if ((STATUS_RANK[cell.dataset.status] ?? -1) >= STATUS_RANK[status]) return true;
+    const key = "textStatus" + status.charAt(0).toUpperCase() + status.slice(1);
+    cell.textContent = words[key] || status;
+    cell.className = `status-${status}`;
+    cell.dataset.status = status;
+    return true;
+  };
+  document.body.addEventListener("htmx:afterSettle", () => {
+    statuses.forEach((status, id) => showStatus(id, status));
+  });
+  source.addEventListener("command", (event) => {
+    const command = JSON.parse(event.data).command;
+    const known = statuses.get(command.id);
+    if (!known || STATUS_RANK[command.status] > STATUS_RANK[known]) {
+      statuses.set(command.id, command.status);
+    }
+    if (!showStatus(command.id, command.status) && words.commands && window.htmx) {
+      // made elsewhere (the API, another browser): read the rows again
+      window.htmx.ajax("GET", words.commands, { target: "#command-rows", swap: "outerHTML" });
+    }
   });
   source.addEventListener("end", (event) => {
     const data = JSON.parse(event.data);
