@@ -196,6 +196,34 @@ readings = Table(
     Index("ix_readings_created_at", "created_at"),
 )
 
+# a quarter hour of one ownership's readings: per numeric field, how many, min, max and
+# total; the row whose field is "" holds the readings counted and the energy (a plug's
+# power integrated). The readings summary reads these instead of the readings themselves
+reading_rollups = Table(
+    "reading_rollups",
+    metadata,
+    Column("controller_id", ForeignKey("controllers.id"), primary_key=True),
+    Column("assignment_id", ForeignKey("controller_assignments.id"), primary_key=True),
+    Column("period_start", DateTime, primary_key=True),
+    Column("field", Text, primary_key=True),
+    Column("readings", Integer, nullable=False),
+    Column("minimum", Float, nullable=True),
+    Column("maximum", Float, nullable=True),
+    Column("total", Float, nullable=True),
+    Column("energy_wh", Float, nullable=True),
+    Index("ix_reading_rollups_period_start", "period_start"),  # the purge, by age
+)
+
+# how far the rollups have come (one row): every quarter hour before ``rolled_until`` is
+# rolled up, and that one for the controllers whose id is below ``next_controller``
+reading_rollup_progress = Table(
+    "reading_rollup_progress",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("rolled_until", DateTime, nullable=False),
+    Column("next_controller", Integer, nullable=False),  # within that quarter hour
+)
+
 # the newest reading of each controller, kept apart so that reads need no scan of history
 latest_readings = Table(
     "latest_readings",

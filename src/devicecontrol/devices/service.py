@@ -225,14 +225,12 @@ async def readings_summary(
     zone = await owner_time_zone(runtime, user_id)
     chosen = summary.plan(every, zone, start, end, utcnow())
     within = Range(device.controller_id, device.assignment_id, chosen.since, chosen.until)
-    async with runtime.database.read() as connection:
-        buckets = await summary.summarize(
-            connection,
-            chosen,
-            within,
-            dialect=runtime.database.dialect_name,
-            device_type=device.type,
-        )
+    buckets = await summary.summarize(
+        runtime.database,
+        chosen,
+        within,
+        device_type=device.type,
+    )
     return chosen, buckets
 
 

@@ -21,6 +21,7 @@ from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database, Writer
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.devices.readings import rollups
 from devicecontrol.events import log as events_log
 from devicecontrol.housekeeping import repository
 
@@ -99,6 +100,10 @@ async def purge(database: Database, settings: Settings, now: datetime | None = N
     readings = await _delete_in_batches(
         database,
         lambda c, limit: readings_repository.delete_readings_before(c, old_readings, limit),
+    )
+    # the quarter hours rolled up from them (a summary no longer reads them anyway)
+    await _delete_in_batches(
+        database, lambda c, limit: rollups.delete_rollups_before(c, old_readings, limit)
     )
     # not a delete, but the same loop: each batch stores ``expired`` for up to ``limit``
     expired = await _delete_in_batches(

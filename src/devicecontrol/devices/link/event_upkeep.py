@@ -1,8 +1,9 @@
-"""What the live streams need of the device link besides readings and online: an
-``expired`` event as soon as a command's time is up (reads show ``expired`` at once; the
-stored status, and its event, follow within EXPIRE_EVERY_S), and a trimmed events' log.
+"""What the device link keeps up besides readings and online: an ``expired`` event as soon
+as a command's time is up (reads show ``expired`` at once; the stored status, and its
+event, follow within EXPIRE_EVERY_S), a trimmed events' log, and the readings rolled up
+by quarter hour for the summaries (``readings/rolling.py``).
 
-Both are writes of the link's process, the one writer every deployment has.
+All are writes of the link's process, the one writer every deployment has.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 from devicecontrol.clock import utcnow
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.link.outage import Outage
+from devicecontrol.devices.readings import rolling
 from devicecontrol.events import log as events_log
 from devicecontrol.runtime import Runtime
 
@@ -20,11 +22,13 @@ PURGE_EVERY_S = 60.0
 
 
 async def keep_events(runtime: Runtime) -> None:
-    """Every EXPIRE_EVERY_S the overdue commands expire; every PURGE_EVERY_S the log sheds
-    what is past its retention. A failure is said once, and tried again."""
+    """Every EXPIRE_EVERY_S the overdue commands expire and the readings due are rolled up;
+    every PURGE_EVERY_S the log sheds what is past its retention. A failure is said once,
+    and tried again."""
     outage = Outage(
-        "the device link cannot expire commands or trim the events' log; trying again",
-        ended="the device link expires commands and trims the events' log again",
+        "the device link cannot expire commands, trim the events' log or roll readings up;"
+        " trying again",
+        ended="the device link expires commands, trims the events' log and rolls readings up again",
     )
     since_purge = PURGE_EVERY_S  # trim once at start
     while True:
@@ -36,6 +40,7 @@ async def keep_events(runtime: Runtime) -> None:
             if since_purge >= PURGE_EVERY_S:
                 since_purge = 0.0
                 await _purge(runtime)
+            await rolling.roll_up_due(runtime.database)
         except Exception:
             outage.failed()
         else:

@@ -8,6 +8,7 @@ the time zone's transitions. Empty buckets are left out.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -15,10 +16,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from sqlalchemy import Row
+
 from devicecontrol.clock import format_timestamp
-from devicecontrol.database.engine import LongReader
+from devicecontrol.database.engine import Database
 from devicecontrol.devices.readings import aggregates
-from devicecontrol.devices.readings.aggregates import Buckets, Range
+from devicecontrol.devices.readings.aggregates import Range
+from devicecontrol.devices.readings.json_sql import Buckets
 from devicecontrol.errors import InvalidField
 
 EVERY: dict[str, int] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "1d": 86400}
@@ -131,41 +135,127 @@ def bucket_start(plan: Plan, number: int) -> datetime:
     return midnight.astimezone(UTC).replace(tzinfo=None)
 
 
+def bucket_number(plan: Plan, moment: datetime) -> int:
+    """The bucket a UTC moment falls in, as the database numbers them."""
+    if plan.every != DAY:
+        return int(_seconds(moment) // plan.buckets.width)
+    return (_local(moment, plan.zone).date() - date(1970, 1, 1)).days
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """Where a summary's numbers come from: the rolled quarter hours that hold, and the
+    stretches read raw (the edges, the newest quarter hours, any rollup that no longer
+    counts as many readings as the table has)."""
+
+    rolled: list[Row[Any]]
+    spans: list[tuple[datetime, datetime]]
+
+
+async def sources(database: Database, plan: Plan, within: Range) -> Sources:
+    """Which quarter hours the rollups can answer for: whole ones inside the range, in
+    buckets that are whole quarter hours, whose rollup counts what the table holds now."""
+    whole = [(within.since, within.until)]
+    if plan.buckets.width % aggregates.PERIOD_S:
+        return Sources([], whole)
+    dialect = database.dialect_name
+    async with database.read() as counting, database.read() as rolling:
+        counted, rolled = await asyncio.gather(
+            aggregates.period_counts(counting, within, dialect),
+            aggregates.rolled_periods(rolling, within),
+        )
+    counts = {int(row.period): int(row.readings) for row in counted}
+    period = timedelta(seconds=aggregates.PERIOD_S)
+    holding = sorted(
+        (
+            row
+            for row in rolled
+            if row.period_start + period <= within.until
+            and counts.get(int(_seconds(row.period_start)) // aggregates.PERIOD_S) == row.readings
+        ),
+        key=lambda row: row.period_start,
+    )
+    spans: list[tuple[datetime, datetime]] = []
+    start = within.since
+    for row in holding:
+        if start < row.period_start:
+            spans.append((start, row.period_start))
+        start = row.period_start + period
+    if start < within.until:
+        spans.append((start, within.until))
+    return Sources(holding, spans)
+
+
 async def summarize(
-    connection: LongReader, plan: Plan, within: Range, *, dialect: str, device_type: str
+    database: Database, plan: Plan, within: Range, *, device_type: str
 ) -> list[dict[str, Any]]:
     """The non-empty buckets, oldest first: ``start``, ``count``, each numeric field's
-    ``min``/``max``/``avg``, and a plug's ``energy_wh``."""
-    counts = await aggregates.bucket_counts(connection, within, plan.buckets, dialect)
-    fields = await aggregates.field_statistics(connection, within, plan.buckets, dialect)
+    ``min``/``max``/``avg``, and a plug's ``energy_wh``.
+
+    The quarter hours rolled up are read from their rollups, the rest raw. The queries run
+    side by side, each on a connection of its own (SQLite's off the event loop and without
+    the GIL).
+    """
+    dialect = database.dialect_name
+    found = await sources(database, plan, within)
+    periods = [row.period_start for row in found.rolled]
+    buckets, spans = plan.buckets, found.spans
+    plug = device_type == PLUG
+    async with (
+        database.read() as counting,
+        database.read() as raw,
+        database.read() as rolled,
+        database.read() as powered,
+    ):
+        counts, raw_fields, rolled_fields, raw_energy = await asyncio.gather(
+            aggregates.bucket_counts(counting, within, buckets, dialect),
+            aggregates.raw_field_statistics(raw, within, spans, buckets, dialect)
+            if spans
+            else _nothing(),
+            aggregates.rolled_field_statistics(rolled, within, periods, buckets, dialect),
+            aggregates.raw_energy(powered, within, spans, buckets, dialect)
+            if plug and spans
+            else _nothing(),
+        )
     energy: dict[int, float] = {}
-    if device_type == PLUG:
-        rows = await aggregates.energy(connection, within, plan.buckets, dialect)
-        energy = {int(row.bucket): float(row.energy_wh or 0.0) for row in rows}
+    for row in raw_energy:
+        energy[int(row.bucket)] = energy.get(int(row.bucket), 0.0) + float(row.energy_wh or 0.0)
+    for row in found.rolled:
+        number = bucket_number(plan, row.period_start)
+        energy[number] = energy.get(number, 0.0) + float(row.energy_wh or 0.0)
     shown: dict[int, dict[str, Any]] = {}
     for row in sorted(counts, key=lambda row: int(row.bucket)):
         number = int(row.bucket)
         start = format_timestamp(bucket_start(plan, number))
         shown[number] = {"start": start, "count": int(row.readings)}
-        if device_type == PLUG:
+        if plug:
             shown[number][ENERGY] = round(energy.get(number, 0.0), ROUND_TO)
-    for number, key, statistics in _statistics(sorted(fields, key=lambda row: str(row.key))):
+    for (number, key), statistics in _merged([*raw_fields, *rolled_fields]):
         bucket = shown.get(number)
         if bucket is not None and key not in ("start", "count", ENERGY):
             bucket[key] = statistics
     return list(shown.values())
 
 
-def _statistics(rows: Iterable[Any]) -> Iterator[tuple[int, str, dict[str, float]]]:
+async def _nothing() -> list[Any]:
+    return []
+
+
+def _merged(rows: Iterable[Any]) -> Iterator[tuple[tuple[int, str], dict[str, float]]]:
+    """Each (bucket, field)'s min, max and avg from its raw and rolled parts, by name."""
+    parts: dict[tuple[int, str], tuple[int, float, float, float]] = {}
     for row in rows:
-        if row.min is None or not math.isfinite(float(row.avg)):
+        if not row.values or row.minimum is None:
             continue
-        yield (
-            int(row.bucket),
-            str(row.key),
-            {
-                "min": float(row.min),
-                "max": float(row.max),
-                "avg": round(float(row.avg), ROUND_TO),
-            },
-        )
+        key = (int(row.bucket), str(row.key))
+        values, low, high, total = int(row.values), row.minimum, row.maximum, row.total
+        if key in parts:
+            before = parts[key]
+            values, low, high = values + before[0], min(low, before[1]), max(high, before[2])
+            total += before[3]
+        parts[key] = (values, float(low), float(high), float(total))
+    for key in sorted(parts, key=lambda key: (key[0], key[1])):
+        values, low, high, total = parts[key]
+        average = total / values
+        if math.isfinite(average):
+            yield key, {"min": low, "max": high, "avg": round(average, ROUND_TO)}
