@@ -131,7 +131,12 @@ async def test_csv_of_someone_elses_controller_is_404_and_a_new_owner_sees_only_
         (-1, "-1"),
         (1e21, "1e+21"),
         (None, ""),
+        (True, "true"),
+        ([1, "a"], '[1,"a"]'),
+        ("with, comma", "with, comma"),
     ],
 )
 def test_a_cell_is_written_as_json_shows_it_and_never_as_a_formula(value, cell):
-    assert export.cell(value) == cell
+    written = io.StringIO()
+    csv.writer(written, lineterminator="").writerow([export.cell(value)])
+    assert next(csv.reader([written.getvalue()])) == [cell]

@@ -11,6 +11,7 @@ what a device reported.
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from collections.abc import AsyncIterator, Sequence
@@ -32,53 +33,69 @@ _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
-def cell(value: Any) -> str:
-    """One field's value as a CSV cell."""
+def cell(value: Any) -> Any:
+    """One field's value as a CSV cell (the csv module writes numbers as ``repr`` does)."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return value
+    if kind is str:
+        return "'" + value if value.startswith(FORMULA_STARTS) else value
     if value is None:
         return ""
-    if isinstance(value, str):
-        return "'" + value if value.startswith(FORMULA_STARTS) else value
-    if isinstance(value, bool):
+    if kind is bool:
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
     return _encode(value).decode()
 
 
 def _rows(fields: Sequence[str], batch: Sequence[Any]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    for row in batch:
-        reading = _decode(row.payload)
-        created = format_timestamp(row.created_at)
-        writer.writerow([created, *(cell(reading.get(name)) for name in fields)])
+    decode, shown = _decode, format_timestamp
+    writer.writerows(
+        [shown(row.created_at), *[cell(reading.get(name)) for name in fields]]
+        for row in batch
+        for reading in (decode(row.payload),)
+    )
     return buffer.getvalue()
 
 
 async def csv_lines(database: Database, within: Range, *, dialect: str) -> AsyncIterator[bytes]:
-    """The header row, then the readings in slices of ``SLICE_ROWS``."""
+    """The header row, then the readings in slices of ``SLICE_ROWS``; the next slice is
+    read while this one is written and sent."""
     async with database.read() as connection:
         names = await aggregates.field_names(connection, within, dialect)
     fields = [name for name in names if name != "created"]  # ours wins, as in the JSON
     yield _rows_header(fields)
-    after: tuple[datetime, int] | None = None
-    while True:
-        async with database.read() as connection:
-            batch = await readings_repository.readings_in_order(
-                connection,
-                within.controller_id,
-                within.assignment_id,
-                since=within.since,
-                until=within.until,
-                after=after,
-                limit=SLICE_ROWS,
-            )
-        if not batch:
-            return
-        yield _rows(fields, batch).encode()
-        if len(batch) < SLICE_ROWS:
-            return
-        after = (batch[-1].created_at, batch[-1].id)
+    pending: asyncio.Future[list[Any]] | None = asyncio.ensure_future(
+        _slice(database, within, None)
+    )
+    try:
+        while pending is not None:
+            batch = await pending
+            pending = None
+            if len(batch) == SLICE_ROWS:
+                after = (batch[-1].created_at, batch[-1].id)
+                pending = asyncio.ensure_future(_slice(database, within, after))
+            if batch:
+                yield _rows(fields, batch).encode()
+    finally:
+        if pending is not None:  # the client went away
+            pending.cancel()
+
+
+async def _slice(
+    database: Database, within: Range, after: tuple[datetime, int] | None
+) -> list[Any]:
+    async with database.read() as connection:
+        return await readings_repository.readings_in_order(
+            connection,
+            within.controller_id,
+            within.assignment_id,
+            since=within.since,
+            until=within.until,
+            after=after,
+            limit=SLICE_ROWS,
+        )
 
 
 def _rows_header(fields: Sequence[str]) -> bytes:
