@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 
 import pytest
 
+from devicecontrol.clock import format_timestamp, utcnow
 from devicecontrol.database.tables import (
     clients,
     controller_assignments,
     controllers,
     countries,
+    readings,
     users,
 )
 from devicecontrol.demo import data as demo
@@ -69,6 +72,34 @@ async def test_the_printed_demo_credentials_log_in(database_url, runtime, client
         )
         response = await client.get("/v1/users/me", headers=bearer(auth["access_token"]))
         assert response.json()["users"]["username"] == username
+
+
+async def test_the_demo_users_simulated_controllers_come_with_three_days_of_history(
+    database_url, runtime, client
+):
+    assert_succeeded(await cli("demo", database_url=database_url))
+    auth = await login(
+        client,
+        demo.DEMO_USER,
+        password=demo.DEMO_PASSWORD,
+        client_id=demo.DEMO_CLIENT_ID,
+        client_secret=demo.DEMO_CLIENT_SECRET,
+    )
+    headers = bearer(auth["access_token"])
+    kept = {row.controller_id for row in await rows(runtime, readings)}
+    by_serial = {row.serial_number: row.id for row in await rows(runtime, controllers)}
+    # the hand-played plug and the controllers of nobody have none: their readings are real
+    assert kept == {by_serial["DEMO-MELISSA-1"], by_serial["DEMO-PLUG-1"]}
+    for serial, field in (("DEMO-MELISSA-1", "temp"), ("DEMO-PLUG-1", "energy_wh")):
+        response = await client.get(
+            f"/v1/controllers/{serial}/readings/summary",
+            params={"every": "1h", "since": format_timestamp(utcnow() - timedelta(days=4))},
+            headers=headers,
+        )
+        assert response.status_code == 200, response.text
+        buckets = response.json()["summary"]["buckets"]
+        assert sum(bucket["count"] for bucket in buckets) == demo.HISTORY_DAYS * 24 * 60
+        assert len({str(bucket[field]) for bucket in buckets}) > 10, serial  # it varies
 
 
 async def test_demo_creates_the_schema_in_a_new_sqlite_file(tmp_path):

@@ -106,6 +106,7 @@ async def test_rolling_goes_block_by_block_and_each_ownership_apart(runtime, cli
     expected = [await summary_of(client, headers, sn, **window)
                 for headers, sn in ((ana, "PLUG1"), (bob, "PLUG2"))]  # fmt: skip
     monkeypatch.setattr(rolling, "CONTROLLERS_AT_ONCE", 1)
+    monkeypatch.setattr(rolling, "READINGS_AT_ONCE", 0)
     await roll_everything(runtime, monkeypatch)
     async with runtime.database.read() as connection:
         owners = (

@@ -1,10 +1,22 @@
-"""Demo data for a first look: a client, two users and a few controllers, on an empty database."""
+"""Demo data for a first look: a client, two users, a few controllers and three days of
+their readings, on an empty database."""
 
 from __future__ import annotations
 
+import math
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
 from devicecontrol.auth.clients import create_client
+from devicecontrol.clock import utcnow
 from devicecontrol.controllers.provisioning import ControllerSpec, add_controller
 from devicecontrol.demo import repository as demo_repository
+from devicecontrol.devices import repository as devices_repository
+from devicecontrol.devices.readings import repository as readings_repository
+from devicecontrol.devices.readings.repository import ArrivedReading
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.service import create_user
 
@@ -25,6 +37,7 @@ DEMO_DEVICE_SECRETS = {
     "DEMO-PLUG-3": "demo-plug-3-device-secret",
 }
 HAND_PLAYED = "DEMO-PLUG-3"
+HISTORY_DAYS = 3  # of readings, one a minute, for the demo user's simulated controllers
 
 DEMO_CONTROLLERS = (
     ControllerSpec("DEMO-MELISSA-1", "A0B1C2D3E4F5", "melissa", name="Living room",
@@ -65,6 +78,47 @@ async def fill_demo(runtime: Runtime) -> None:
     )  # fmt: skip
     for spec in DEMO_CONTROLLERS:
         await add_controller(runtime, spec)
+    await add_history(runtime, utcnow())
+
+
+async def add_history(runtime: Runtime, now: datetime) -> None:
+    """HISTORY_DAYS of one reading a minute for the demo user's simulated controllers, so
+    that their charts and summaries have something to show from the first minute."""
+    for spec in SIMULATED:
+        if spec.owner != DEMO_USER:
+            continue
+        async with runtime.database.read() as connection:
+            device = await devices_repository.find_device(connection, spec.serial_number)
+        assert device is not None  # added just before
+        minutes = HISTORY_DAYS * 24 * 60
+        arrived = [
+            ArrivedReading(
+                device.id,
+                msgspec.json.encode(past_reading(spec.type, minute)).decode(),
+                now - timedelta(minutes=minutes - minute),
+            )
+            for minute in range(minutes)
+        ]
+        async with runtime.database.write() as connection:
+            await readings_repository.insert_readings(connection, arrived)
+
+
+def past_reading(device_type: str, minute: int) -> dict[str, Any]:
+    """A reading of the past: a room that is warmer by day, a lamp on in the evenings."""
+    rng = random.Random(minute)
+    hour = minute / 60 % 24
+    if device_type == "smart_plug":
+        on = 17 <= hour < 23
+        watts = round(rng.uniform(9, 12), 1) if on else 0.0
+        return {"relay_state": "on" if on else "off", "power": [watts]}
+    temp = round(21 + 1.5 * math.sin((hour - 9) / 24 * 2 * math.pi) + rng.uniform(-0.2, 0.2), 1)
+    humidity = round(42 + 4 * math.cos(hour / 24 * 2 * math.pi) + rng.uniform(-1, 1), 1)
+    return {
+        "temp": temp,
+        "humidity": humidity,
+        "raw_temperature": int(temp * 1000),
+        "raw_humidity": int(humidity * 1000),
+    }
 
 
 def walkthrough_script(base_url: str = "http://127.0.0.1:8000") -> str:

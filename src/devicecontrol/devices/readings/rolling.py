@@ -2,8 +2,9 @@
 2,880 rollups instead of 43,200 readings (docs/DESIGN.md, "Readings summary").
 
 The device link does it (the one writer every deployment has), a quarter hour once it
-ended SETTLE_S ago, CONTROLLERS_AT_ONCE controllers per transaction so that ingest never
-waits long for SQLite's write lock, and for at most BUDGET_S of each call: a database
+ended SETTLE_S ago: at once when it holds at most READINGS_AT_ONCE readings, else
+CONTROLLERS_AT_ONCE controllers per transaction, so that ingest never waits long for
+SQLite's write lock; and for at most BUDGET_S of each call: a database
 upgraded with months of history catches up over hours, never all at once. A summary
 checks each rollup against the readings the table holds and reads the readings instead
 where they differ, so a reading stored late, or purged, never makes a summary wrong.
@@ -21,7 +22,8 @@ from devicecontrol.devices.readings.aggregates import PERIOD_S
 
 PERIOD = timedelta(seconds=PERIOD_S)
 SETTLE_S = 60  # a quarter hour's readings are all stored this long after it ends
-CONTROLLERS_AT_ONCE = 500
+CONTROLLERS_AT_ONCE = 500  # per transaction, in a quarter hour of many readings
+READINGS_AT_ONCE = 20_000  # a quarter hour with no more than this is rolled up at once
 BUDGET_S = 0.25
 
 
@@ -56,9 +58,16 @@ async def roll_up_due(database: Database, *, now: datetime | None = None) -> int
                 await rollups.save_progress(connection, start + PERIOD, 0)
                 continue
             last = next_controller + CONTROLLERS_AT_ONCE - 1
+            if next_controller == 0:
+                held = await rollups.readings_between(connection, start, start + PERIOD)
+                if held <= READINGS_AT_ONCE:
+                    last = newest
             await rollups.roll_up(
                 connection, start, start + PERIOD, (next_controller, last), database.dialect_name
             )
-            await rollups.save_progress(connection, start, last + 1)
+            if last >= newest:  # this quarter hour is done: on to the next
+                await rollups.save_progress(connection, start + PERIOD, 0)
+            else:
+                await rollups.save_progress(connection, start, last + 1)
             blocks += 1
     return blocks

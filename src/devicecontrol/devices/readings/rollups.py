@@ -137,6 +137,17 @@ async def next_reading_at(connection: Reader, since: datetime) -> datetime | Non
     return following
 
 
+async def readings_between(connection: Reader, start: datetime, end: datetime) -> int:
+    """How many readings arrived in ``[start, end)``, of every controller."""
+    query = (
+        select(func.count())
+        .select_from(readings)
+        .where(readings.c.created_at >= start, readings.c.created_at < end)
+    )
+    held: int = (await connection.execute(query)).scalar_one()
+    return held
+
+
 async def last_controller_id(connection: Reader) -> int:
     newest = (await connection.execute(select(func.max(controllers.c.id)))).scalar_one()
     return int(newest or 0)
