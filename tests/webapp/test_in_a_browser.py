@@ -98,7 +98,8 @@ async def log_in(context: BrowserContext, served: Served, user: str) -> Page:
 
 
 def csp_reports(page: Page) -> list[str]:
-    """Messages of anything the page's Content-Security-Policy blocked, as they come."""
+    """Messages of anything the page's Content-Security-Policy blocked, and of any error
+    its scripts threw, as they come."""
     blocked: list[str] = []
 
     def note(message: object) -> None:
@@ -107,6 +108,7 @@ def csp_reports(page: Page) -> list[str]:
             blocked.append(text)
 
     page.on("console", note)
+    page.on("pageerror", lambda error: blocked.append(f"script error: {error}"))
     return blocked
 
 
@@ -228,8 +230,10 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
 async def test_a_command_sent_with_a_click_ends_succeeded_on_the_controllers_page(served, context):
     user, serial = await owner_with_plug(served)
     page = await log_in(context, served, user)
+    blocked = csp_reports(page)
     await page.get_by_role("link", name="Living-room plug").click()
     await expect(page.get_by_role("heading", level=1)).to_contain_text(serial)
+    await expect(page.locator("#chart canvas")).not_to_have_count(0)  # uPlot drew it
     online = page.locator('dd[data-field="online"]')
     async with plug(served, serial) as device:
         await device.subscribe(f"devices/{serial}/commands", qos=1)
@@ -261,3 +265,8 @@ async def test_a_command_sent_with_a_click_ends_succeeded_on_the_controllers_pag
         if SCREENSHOT:
             await page.set_viewport_size({"width": 1100, "height": 900})
             await page.screenshot(path=SCREENSHOT, full_page=True)
+        week = page.get_by_role("button", name="Last week")
+        await week.click()
+        await expect(week).to_have_attribute("aria-pressed", "true")
+        await expect(page.locator("#chart canvas")).not_to_have_count(0)  # drawn again
+        assert blocked == []  # the chart, too, runs under the strict policy

@@ -4,12 +4,14 @@ the OpenAPI document, the size budget of the app's JavaScript and CSS."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from devicecontrol.demo import data as demo
 from devicecontrol.webapp import headers as webapp_headers
+from devicecontrol.webapp.chart import chart_series
 from tests.asgi import app_and_client
 from tests.factories import make_controller, make_user
 from tests.webapp.support import HTMX, changed_with, log_in
@@ -145,3 +147,32 @@ async def test_a_melissas_form_sends_the_catalogues_command_or_says_what_is_wron
             headers=changed_with(token),
         )
         assert others.status_code == 404
+
+
+@SQLITE_ONLY
+async def test_the_chart_reads_the_apis_summary_over_the_period_asked(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_controller(runtime, "PLUG-1", owner=ANA)
+        await make_controller(runtime, "MEL-1", owner=ANA, type="melissa")
+        await log_in(http, ANA)
+        plug_page = (await http.get("/app/controllers/PLUG-1")).text
+        assert "data-chart=" in plug_page and "Energy per day" in plug_page
+        assert "Energy per day" not in (await http.get("/app/controllers/MEL-1")).text
+        week = await http.get("/app/controllers/PLUG-1/chart?period=week", headers=HTMX)
+        assert week.status_code == 200 and "average per hour" in week.text
+        assert 'aria-pressed="true">Last week<' in week.text
+        odd = await http.get("/app/controllers/PLUG-1/chart?period=year", headers=HTMX)
+        assert odd.status_code == 400 and "must be one of hour, day, week, month" in odd.text
+
+
+def test_the_charts_data_is_each_fields_average_per_bucket():
+    buckets = [
+        {"start": "2026-11-26 10:00:00", "count": 2, "temp": {"min": 20, "max": 22, "avg": 21}},
+        {"start": "2026-11-26 11:00:00", "count": 1, "energy_wh": 3.5, "humidity": {"avg": 40}},
+    ]
+    since = datetime(2026, 11, 26, 9, 0, 0)
+    drawn = chart_series(buckets, since)
+    assert drawn["x"] == [1795687200, 1795690800] and drawn["from"] == 1795683600
+    assert drawn["series"] == {"humidity": [None, 40.0], "temp": [21.0, None]}
+    assert chart_series(buckets, since, only="energy_wh")["series"] == {"energy_wh": [None, 3.5]}

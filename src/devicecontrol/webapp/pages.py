@@ -7,7 +7,7 @@ from typing import Any
 from litestar import MediaType, Request, get
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
 from devicecontrol.auth.sessions import COOKIE_NAME, WebSession, find_session
@@ -16,10 +16,12 @@ from devicecontrol.devices.commands import service as commands
 from devicecontrol.runtime import Runtime
 from devicecontrol.users.service import get_profile
 from devicecontrol.webapp.activity import latest_commands, latest_readings
+from devicecontrol.webapp.chart import DEFAULT_PERIOD, PERIODS, energy_chart, readings_chart
 from devicecontrol.webapp.controls import command_controls
 from devicecontrol.webapp.shown import controller_rows, one_controller
 
 APP_HOME = "/app/"
+PLUG = "smart_plug"  # its energy per day is charted as bars
 
 
 def page(name: str, session: WebSession | None, **context: Any) -> Template:
@@ -68,14 +70,40 @@ async def controller_page(
     """One controller of the viewer's; another's, or an unknown one, is the API's 404."""
     detail = await controllers.controller_detail(runtime, viewer.user_id, serial_number)
     device = await commands.owned_device(runtime, viewer.user_id, serial_number)
+    user_id = viewer.user_id
+    energy = await energy_chart(runtime, user_id, serial_number) if device.type == PLUG else None
     return page(
         "controller.html",
         viewer,
         controller=one_controller(detail.row),
+        periods=list(PERIODS),
+        period=DEFAULT_PERIOD,
+        chart=await readings_chart(runtime, user_id, serial_number, DEFAULT_PERIOD),
+        energy=energy,
         controls=command_controls(device.type, detail.command_log),
         readings=await latest_readings(runtime, device),
         commands=await latest_commands(runtime, device),
         oob=False,
+    )
+
+
+@get("/app/controllers/{serial_number:str}/chart", include_in_schema=False)
+async def chart_fragment(
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[WebSession],
+    serial_number: FromPath[str],
+    period: FromQuery[str] = DEFAULT_PERIOD,
+) -> Template:
+    """The readings' chart over another period (the page's period buttons)."""
+    row = await controllers.get_controller(runtime, viewer.user_id, serial_number)
+    chart = await readings_chart(runtime, viewer.user_id, serial_number, period)
+    return page(
+        "_chart.html",
+        viewer,
+        controller=one_controller(row),
+        periods=list(PERIODS),
+        period=period,
+        chart=chart,
     )
 
 
@@ -106,6 +134,7 @@ async def unknown_page(rest: FromPath[str]) -> None:
 
 
 PAGES = [
+    chart_fragment,
     command_rows_fragment,
     unknown_page,
     root,

@@ -68,6 +68,7 @@ function follow(root) {
     if (!holder) { refresh(); return; }
     setField(holder, "reading", describeReading(data.reading) || words.textNoReading);
     addReading(root, data.reading);
+    chartReading(data.reading);
   });
   // each command's newest status the stream told: rows drawn by the server (a form's
   // answer, a refresh) may arrive after a newer event, and are brought forward once swapped
@@ -103,6 +104,69 @@ function follow(root) {
   });
   source.addEventListener("gap", refresh);  // events were missed: read the rows again
 }
+
+// Charts (uPlot, loaded by the pages that have one): drawn from the data the server put
+// in the page, once the page's deferred scripts have run, and again after each swap.
+const CHART_COLOURS = ["#0b5cad", "#a3261b", "#176b2c", "#7a4a00", "#5b3a8c", "#00687a"];
+const CHART_HEIGHT = 220;
+const charts = [];
+
+function drawChart(holder, data = JSON.parse(holder.dataset.chart)) {
+  holder.dataset.drawn = "true";
+  const names = Object.keys(data.series);
+  const bars = holder.dataset.bars === "true";
+  const series = [{}, ...names.map((name, i) => {
+    const colour = CHART_COLOURS[i % CHART_COLOURS.length];
+    return bars
+      ? { label: name, stroke: colour, fill: colour, paths: window.uPlot.paths.bars({ size: [0.6] }) }
+      : { label: name, stroke: colour, width: 2, spanGaps: false };
+  })];
+  // the whole period on the x axis, however few points it has (and any live one after it)
+  const range = (_, min, max) => [Math.min(data.from, min ?? data.from), Math.max(data.to, max ?? data.to)];
+  const options = { width: holder.clientWidth || 320, height: CHART_HEIGHT, series,
+    scales: { x: { time: true, range } } };
+  const plot = new window.uPlot(options, [data.x, ...names.map((n) => data.series[n])], holder);
+  charts.push({ holder, plot, names, data, live: holder.dataset.live === "true" });
+}
+
+function drawCharts() {
+  if (!window.uPlot) return;
+  for (let i = charts.length - 1; i >= 0; i--) {  // swapped out: forget them
+    if (!charts[i].holder.isConnected) charts.splice(i, 1);
+  }
+  document.querySelectorAll("[data-chart]:not([data-drawn])").forEach((holder) => drawChart(holder));
+}
+
+const numeric = (value) => (Array.isArray(value) ? value.reduce((a, b) => a + b, 0) : value);
+
+function chartReading(reading) {  // a live reading, added to the charts that follow them
+  const at = Date.parse(reading.created.replace(" ", "T") + "Z") / 1000;
+  for (const chart of charts.filter((c) => c.live && c.names.length === 0)) {
+    // drawn empty: drawn again with the fields this first reading brings
+    const names = Object.keys(reading).filter((n) => typeof numeric(reading[n]) === "number");
+    if (names.length === 0) continue;
+    chart.plot.destroy();
+    charts.splice(charts.indexOf(chart), 1);
+    chart.holder.parentElement.querySelector(".empty")?.remove();
+    const series = Object.fromEntries(names.map((n) => [n, []]));
+    drawChart(chart.holder, { ...chart.data, x: [], series });
+  }
+  for (const chart of charts.filter((c) => c.live)) {
+    const values = chart.names.map((name) => numeric(reading[name]));
+    if (values.every((v) => typeof v !== "number")) continue;
+    chart.data.x.push(at);
+    chart.names.forEach((name, i) => chart.data.series[name].push(values[i] ?? null));
+    chart.plot.setData([chart.data.x, ...chart.names.map((n) => chart.data.series[n])]);
+  }
+}
+
+window.addEventListener("resize", () => {
+  for (const chart of charts) chart.plot.setSize({ width: chart.holder.clientWidth, height: CHART_HEIGHT });
+});
+document.addEventListener("DOMContentLoaded", () => {
+  drawCharts();
+  document.body.addEventListener("htmx:afterSettle", drawCharts);
+});
 
 const live = document.querySelector("[data-stream]");
 if (live) follow(live);
