@@ -145,12 +145,24 @@ def numeric_values(json: JsonSql, where: ColumnElement[bool], field: str | None 
         .where(where, json.is_number(members), *only)
     )
     elements = json.elements(members)
-    summed_lists = (
-        select(*columns, members.c.key.label("key"), func.sum(json.number(elements)).label("value"))
-        .select_from(readings.join(members, true()).join(elements, true()))
-        .where(where, json.is_list(members), json.is_number(elements), *only)
-        .group_by(readings.c.id, members.c.key)
-    )
+    if json.postgresql:
+        summed_lists = (
+            select(*columns, members.c.key.label("key"), func.sum(json.number(elements)))
+            .select_from(readings.join(members, true()).join(elements, true()))
+            .where(where, json.is_list(members), json.is_number(elements), *only)
+            .group_by(readings.c.id, members.c.key)
+        )
+    else:
+        # a scalar subquery per list, not a GROUP BY on the reading's id: grouping made
+        # SQLite walk the table in id order instead of searching the time range
+        summed = (
+            select(func.sum(elements.c.value)).where(json.is_number(elements)).scalar_subquery()
+        )
+        summed_lists = (
+            select(*columns, members.c.key.label("key"), summed)
+            .select_from(readings.join(members, true()))
+            .where(where, json.is_list(members), *only)
+        )
     return union_all(numbers, summed_lists).subquery("numeric")
 
 
