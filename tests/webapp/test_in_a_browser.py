@@ -227,7 +227,7 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
     await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(0)
 
 
-async def test_a_command_sent_with_a_click_ends_succeeded_on_the_controllers_page(served, context):
+async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_added(served, context):
     user, serial = await owner_with_plug(served)
     page = await log_in(context, served, user)
     blocked = csp_reports(page)
@@ -262,6 +262,12 @@ async def test_a_command_sent_with_a_click_ends_succeeded_on_the_controllers_pag
             f"devices/{serial}/state", b'{"relay_state": "on", "power": 41.5}', qos=1
         )
         await expect(page.locator("#reading-rows li").first).to_contain_text("power 41.5")
+        # a weekly schedule, added through the page's form
+        await page.get_by_label("At (local time)").fill("07:30")
+        await page.get_by_label("Do", exact=True).select_option(label="Power: Switch on")
+        await page.get_by_role("button", name="Add", exact=True).click()
+        await expect(page.locator("#schedule-message")).to_have_text("The schedule is added.")
+        await expect(page.locator("tr[data-schedule]")).to_contain_text("07:30")
         if SCREENSHOT:
             await page.set_viewport_size({"width": 1100, "height": 900})
             await page.screenshot(path=SCREENSHOT, full_page=True)

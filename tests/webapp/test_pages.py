@@ -4,6 +4,7 @@ the OpenAPI document, the size budget of the app's JavaScript and CSS."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -176,3 +177,34 @@ def test_the_charts_data_is_each_fields_average_per_bucket():
     assert drawn["x"] == [1795687200, 1795690800] and drawn["from"] == 1795683600
     assert drawn["series"] == {"humidity": [None, 40.0], "temp": [21.0, None]}
     assert chart_series(buckets, since, only="energy_wh")["series"] == {"energy_wh": [None, 3.5]}
+
+
+@SQLITE_ONLY
+async def test_a_schedule_is_added_paused_and_deleted_with_the_apis_rules(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_controller(runtime, "PLUG-1", owner=ANA)
+        token = await log_in(http, ANA)
+        page = (await http.get("/app/controllers/PLUG-1")).text
+        assert 'value="switch_on_off?state=on"' in page and "Power: Switch off" in page
+        path, headers = "/app/controllers/PLUG-1/schedules", changed_with(token)
+        form = {
+            "day": ["0", "4"],
+            "from_time": "07:30",
+            "to_time": "08:00",
+            "action": "switch_on_off?state=on",
+            "end_action": "switch_on_off?state=off",
+        }
+        wrong = await http.post(path, data={**form, "from_time": "25:00"}, headers=headers)
+        assert wrong.status_code == 400 and "from_time" in wrong.text
+        added = await http.post(path, data=form, headers=headers)
+        assert added.status_code == 200 and "The schedule is added." in added.text
+        assert "Mon Fri" in added.text and "07:30\u201308:00" in added.text
+        assert "Power state on; then at the end: Power state off" in added.text
+        schedule_id = re.search(r'data-schedule="(\d+)"', added.text).group(1)
+        paused = await http.post(f"{path}/{schedule_id}/active", headers=headers)
+        assert ">paused<" in paused.text and ">Resume<" in paused.text
+        gone = await http.post(f"{path}/{schedule_id}/delete", headers=headers)
+        assert "No schedules yet." in gone.text
+        again = await http.post(f"{path}/{schedule_id}/delete", headers=headers)
+        assert again.status_code == 404 and f"No schedule {schedule_id}" in again.text

@@ -18,6 +18,7 @@ from devicecontrol.users.service import get_profile
 from devicecontrol.webapp.activity import latest_commands, latest_readings
 from devicecontrol.webapp.chart import DEFAULT_PERIOD, PERIODS, energy_chart, readings_chart
 from devicecontrol.webapp.controls import command_controls
+from devicecontrol.webapp.schedules import schedule_actions, schedules_of
 from devicecontrol.webapp.shown import controller_rows, one_controller
 
 APP_HOME = "/app/"
@@ -71,6 +72,7 @@ async def controller_page(
     detail = await controllers.controller_detail(runtime, viewer.user_id, serial_number)
     device = await commands.owned_device(runtime, viewer.user_id, serial_number)
     user_id = viewer.user_id
+    controls = command_controls(device.type, detail.command_log)
     energy = await energy_chart(runtime, user_id, serial_number) if device.type == PLUG else None
     return page(
         "controller.html",
@@ -80,9 +82,11 @@ async def controller_page(
         period=DEFAULT_PERIOD,
         chart=await readings_chart(runtime, user_id, serial_number, DEFAULT_PERIOD),
         energy=energy,
-        controls=command_controls(device.type, detail.command_log),
+        controls=controls,
         readings=await latest_readings(runtime, device),
         commands=await latest_commands(runtime, device),
+        schedules=await schedules_of(runtime, user_id, serial_number),
+        actions=schedule_actions(controls),
         oob=False,
     )
 

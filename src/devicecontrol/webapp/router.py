@@ -12,6 +12,7 @@ from litestar.static_files import create_static_files_router
 from devicecontrol.webapp.actions import ACTIONS
 from devicecontrol.webapp.failures import FAILURE_HANDLERS
 from devicecontrol.webapp.pages import PAGES
+from devicecontrol.webapp.schedule_actions import SCHEDULE_ACTIONS
 from devicecontrol.webapp.viewer import provide_viewer
 
 STATIC = Path(__file__).parent / "static"
@@ -27,7 +28,7 @@ def webapp_router() -> Router:
     )
     return Router(
         path="/",
-        route_handlers=[*PAGES, *ACTIONS, static],
+        route_handlers=[*PAGES, *ACTIONS, *SCHEDULE_ACTIONS, static],
         dependencies={"viewer": Provide(provide_viewer)},
         exception_handlers=FAILURE_HANDLERS,
         include_in_schema=False,

@@ -3,6 +3,7 @@ catalogue (``t``) and how a reading is shown, for Litestar's template support.""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,16 @@ def moment_text(moment: datetime | None) -> str:
     return "" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def fields_text(stored: str | None) -> str:
+    """A command's fields as a schedule stores them (JSON text), in one line."""
+    return reading_text(json.loads(stored)) if stored else ""
+
+
+def days_text(days: str) -> str:
+    """A schedule's ``days`` (seven 0/1, Monday first) as the days' short names."""
+    return " ".join(words(f"day.{i}") for i, on in enumerate(days) if on == "1")
+
+
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     environment = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -40,4 +51,6 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     environment.globals["t_or"] = words_or
     environment.filters["reading_text"] = reading_text
     environment.filters["moment_text"] = moment_text
+    environment.filters["fields_text"] = fields_text
+    environment.filters["days_text"] = days_text
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))

@@ -122,7 +122,7 @@ function drawChart(holder, data = JSON.parse(holder.dataset.chart)) {
       : { label: name, stroke: colour, width: 2, spanGaps: false };
   })];
   // the whole period on the x axis, however few points it has (and any live one after it)
-  const range = (_, min, max) => [Math.min(data.from, min ?? data.from), Math.max(data.to, max ?? data.to)];
+  const range = () => [data.from, Math.max(data.to, data.x.length ? data.x[data.x.length - 1] : data.to)];
   const options = { width: holder.clientWidth || 320, height: CHART_HEIGHT, series,
     scales: { x: { time: true, range } } };
   const plot = new window.uPlot(options, [data.x, ...names.map((n) => data.series[n])], holder);
