@@ -50,6 +50,8 @@ async def test_every_answer_of_the_app_carries_its_security_headers(settings):
         assert {a.status_code for a in answers} >= {200, 302, 303, 403, 404}
         for answer in answers:
             assert_page_headers(answer)
+            if "/app/static/" not in str(answer.url):
+                assert answer.headers["cache-control"] == "no-store", answer.url
         api = await http.get("/v1/users/me")
         assert "content-security-policy" not in api.headers  # the API is no page
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.database.tables import web_sessions
+from devicecontrol.housekeeping.purge import purge
 from devicecontrol.users import service as users
 from tests.asgi import app_and_client
 from tests.factories import PASSWORD, make_controller, make_user
@@ -153,3 +156,19 @@ async def test_log_in_is_throttled_by_the_token_endpoints_rules_and_says_so(sett
         assert answer.headers["retry-after"]
         assert f"try again in {answer.headers['retry-after']} seconds" in answer.text
         assert COOKIE_NAME not in answer.headers.get("set-cookie", "")
+
+
+async def test_the_purge_deletes_expired_sessions_and_keeps_live_ones(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await log_in(http, ANA)
+        await purge(runtime.database, runtime.settings)
+        assert await session_rows(runtime) == 1  # live: kept
+        past_expiry = utcnow() + timedelta(seconds=runtime.settings.access_token_ttl + 1)
+        await purge(runtime.database, runtime.settings, now=past_expiry)
+        assert await session_rows(runtime) == 0
+
+
+async def session_rows(runtime) -> int:
+    async with runtime.database.read() as connection:
+        return (await connection.execute(select(func.count()).select_from(web_sessions))).scalar()

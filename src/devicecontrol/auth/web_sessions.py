@@ -46,6 +46,10 @@ async def delete_sessions_of_user(connection: Writer, user_id: int) -> None:
     await connection.execute(delete(web_sessions).where(web_sessions.c.user_id == user_id))
 
 
-async def delete_expired_sessions(connection: Writer, now: datetime) -> int:
-    result = await connection.execute(delete(web_sessions).where(web_sessions.c.expires_at <= now))
+async def delete_expired_sessions(connection: Writer, now: datetime, limit: int) -> int:
+    """Up to ``limit`` sessions past their expiry (the purge's batches)."""
+    expired = (
+        select(web_sessions.c.id).where(web_sessions.c.expires_at <= now).limit(limit)
+    ).scalar_subquery()
+    result = await connection.execute(delete(web_sessions).where(web_sessions.c.id.in_(expired)))
     return result.rowcount

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from devicecontrol.auth import web_sessions
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database, Writer
@@ -76,8 +77,8 @@ def reading_cutoff(settings: Settings, now: datetime) -> datetime:
 
 
 async def purge(database: Database, settings: Settings, now: datetime | None = None) -> PurgeReport:
-    """Delete expired and revoked tokens, throttle failures past every window and readings
-    past the retention; store ``expired`` for overdue commands.
+    """Delete expired and revoked tokens, expired web-app sessions, throttle failures past
+    every window and readings past the retention; store ``expired`` for overdue commands.
 
     A dead refresh token stays while an access token issued from it still lives (a renew
     late in its life can outlast it); it goes in the first purge after that one. A
@@ -93,6 +94,10 @@ async def purge(database: Database, settings: Settings, now: datetime | None = N
     refresh = await _delete_in_batches(
         database,
         lambda c, limit: repository.delete_dead_unreferenced_refresh_tokens(c, now, limit=limit),
+    )
+    # the web app's sessions past their expiry (an ended one is deleted when it ends)
+    await _delete_in_batches(
+        database, lambda c, limit: web_sessions.delete_expired_sessions(c, now, limit)
     )
     throttled = await _delete_in_batches(
         database, lambda c, limit: repository.delete_throttle_failures(c, until=cutoff, limit=limit)

@@ -1,5 +1,6 @@
 """The headers every answer of the app carries, errors and files included: a strict
-Content-Security-Policy (no inline script or style, no eval, no framing), no sniffing.
+Content-Security-Policy (no inline script or style, no eval, no framing), no sniffing;
+and no caching of anything but its files.
 
 A plain ASGI wrapper in front of Litestar, by path, so that no answer under /app/ (a
 refusal, an unknown page, a static file) can leave without them.
@@ -22,6 +23,9 @@ PAGE_HEADERS = (
     (b"referrer-policy", b"same-origin"),
 )
 NAMES = {name for name, _ in PAGE_HEADERS}
+STATIC_PATH = APP_PATH + "/static/"
+# a page holds the session's CSRF token and the owner's data: kept by no cache, shared or not
+NO_STORE = (b"cache-control", b"no-store")
 
 
 def is_app_path(path: str) -> bool:
@@ -37,9 +41,13 @@ class AppHeaders:
             await self.app(scope, receive, send)
             return
 
+        page = not scope["path"].startswith(STATIC_PATH)
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in NAMES]
+                if page:
+                    kept = [(k, v) for k, v in kept if k.lower() != NO_STORE[0]] + [NO_STORE]
                 message["headers"] = [*kept, *PAGE_HEADERS]
             await send(message)
 
