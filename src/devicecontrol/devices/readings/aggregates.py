@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, bindparam, func, or_, select, true
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select, true
 
 from devicecontrol.database.engine import LongReader
 from devicecontrol.database.tables import reading_rollups, readings
@@ -70,18 +70,6 @@ async def bucket_counts(
     return await connection.execute_long(query)
 
 
-async def period_counts(connection: LongReader, within: Range, dialect: str) -> list[Row[Any]]:
-    """(period, readings): how many readings each quarter hour (numbered from 1970) has,
-    to check each rollup against (no JSON read)."""
-    period = JsonSql(dialect).bucket(Buckets(PERIOD_S, [(within.since, 0)])).label("period")
-    query = (
-        select(period, func.count().label("readings"))
-        .where(_owned(within), _in_spans([(within.since, within.until)]))
-        .group_by(period)
-    )
-    return await connection.execute_long(query)
-
-
 async def rolled_periods(connection: LongReader, within: Range) -> list[Row[Any]]:
     """(period_start, readings, energy_wh) of the quarter hours rolled up within the range."""
     query = select(
@@ -118,16 +106,12 @@ async def raw_field_statistics(
 
 
 async def rolled_field_statistics(
-    connection: LongReader,
-    within: Range,
-    periods: Sequence[datetime],
-    buckets: Buckets,
-    dialect: str,
+    connection: LongReader, within: Range, spans: Spans, buckets: Buckets, dialect: str
 ) -> list[Row[Any]]:
-    """(bucket, key, values, minimum, maximum, total) from the rollups of ``periods``."""
-    if not periods:
-        return []
+    """(bucket, key, values, minimum, maximum, total) from the rollups of the quarter hours
+    that begin within ``spans`` and end within the range."""
     bucket = JsonSql(dialect).bucket(buckets, reading_rollups.c.period_start).label("bucket")
+    begins = reading_rollups.c.period_start
     query = (
         select(
             bucket,
@@ -140,12 +124,13 @@ async def rolled_field_statistics(
         .where(
             reading_rollups.c.controller_id == within.controller_id,
             reading_rollups.c.assignment_id == within.assignment_id,
-            reading_rollups.c.period_start.in_(bindparam("periods", expanding=True)),
+            or_(*[and_(begins >= since, begins < until) for since, until in spans]),
+            begins <= within.until - timedelta(seconds=PERIOD_S),
             reading_rollups.c.field != "",
         )
         .group_by(bucket, reading_rollups.c.field)
     )
-    return await connection.execute_long(query, {"periods": list(periods)})
+    return await connection.execute_long(query)
 
 
 async def raw_energy(

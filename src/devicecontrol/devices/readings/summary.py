@@ -1,5 +1,6 @@
 """The readings summary: buckets of a controller's readings, each numeric field's min, max
-and avg per bucket, and a plug's energy, all computed in the database (``aggregates.py``).
+and avg per bucket, and a plug's energy, all computed in the database (``aggregates.py``):
+from the quarter hours' rollups where they still hold, from the readings elsewhere.
 
 Buckets shorter than a day are whole multiples of their width in UTC; ``1d`` buckets are
 the owner's local days, whose UTC offset the database is given for each stretch between
@@ -144,46 +145,56 @@ def bucket_number(plan: Plan, moment: datetime) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Sources:
-    """Where a summary's numbers come from: the rolled quarter hours that hold, and the
-    stretches read raw (the edges, the newest quarter hours, any rollup that no longer
-    counts as many readings as the table has)."""
+    """Where a summary's numbers come from: the buckets whose readings the rollups count
+    exactly (their quarter hours, and those as time ranges), and the time ranges read raw
+    (the edges, the newest hours, a bucket with a reading stored late or purged)."""
 
+    counts: list[Row[Any]]
     rolled: list[Row[Any]]
-    spans: list[tuple[datetime, datetime]]
+    rolled_spans: list[tuple[datetime, datetime]]
+    raw_spans: list[tuple[datetime, datetime]]
 
 
 async def sources(database: Database, plan: Plan, within: Range) -> Sources:
-    """Which quarter hours the rollups can answer for: whole ones inside the range, in
-    buckets that are whole quarter hours, whose rollup counts what the table holds now."""
-    whole = [(within.since, within.until)]
-    if plan.buckets.width % aggregates.PERIOD_S:
-        return Sources([], whole)
+    """Each bucket's count, and which buckets the rollups can answer for: those (of whole
+    quarter hours) whose rollups inside the range count what the table holds now."""
     dialect = database.dialect_name
+    whole = [(within.since, within.until)]
     async with database.read() as counting, database.read() as rolling:
-        counted, rolled = await asyncio.gather(
-            aggregates.period_counts(counting, within, dialect),
+        if plan.buckets.width % aggregates.PERIOD_S:
+            counts = await aggregates.bucket_counts(counting, within, plan.buckets, dialect)
+            return Sources(counts, [], [], whole)
+        counts, rolled = await asyncio.gather(
+            aggregates.bucket_counts(counting, within, plan.buckets, dialect),
             aggregates.rolled_periods(rolling, within),
         )
-    counts = {int(row.period): int(row.readings) for row in counted}
     period = timedelta(seconds=aggregates.PERIOD_S)
-    holding = sorted(
-        (
-            row
-            for row in rolled
-            if row.period_start + period <= within.until
-            and counts.get(int(_seconds(row.period_start)) // aggregates.PERIOD_S) == row.readings
-        ),
-        key=lambda row: row.period_start,
+    inside = [row for row in rolled if row.period_start + period <= within.until]
+    rolled_count: dict[int, int] = {}
+    for row in inside:
+        number = bucket_number(plan, row.period_start)
+        rolled_count[number] = rolled_count.get(number, 0) + int(row.readings)
+    held = {int(row.bucket) for row in counts if rolled_count.get(int(row.bucket)) == row.readings}
+    raw = {int(row.bucket) for row in counts} - held
+    return Sources(
+        counts,
+        [row for row in inside if bucket_number(plan, row.period_start) in held],
+        _spans(plan, within, held),
+        _spans(plan, within, raw),
     )
+
+
+def _spans(plan: Plan, within: Range, numbers: set[int]) -> list[tuple[datetime, datetime]]:
+    """The buckets' stretches of time within the range, neighbours joined."""
     spans: list[tuple[datetime, datetime]] = []
-    start = within.since
-    for row in holding:
-        if start < row.period_start:
-            spans.append((start, row.period_start))
-        start = row.period_start + period
-    if start < within.until:
-        spans.append((start, within.until))
-    return Sources(holding, spans)
+    for number in sorted(numbers):
+        start = max(bucket_start(plan, number), within.since)
+        end = min(bucket_start(plan, number + 1), within.until)
+        if spans and spans[-1][1] == start:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return spans
 
 
 async def summarize(
@@ -192,27 +203,22 @@ async def summarize(
     """The non-empty buckets, oldest first: ``start``, ``count``, each numeric field's
     ``min``/``max``/``avg``, and a plug's ``energy_wh``.
 
-    The quarter hours rolled up are read from their rollups, the rest raw. The queries run
-    side by side, each on a connection of its own (SQLite's off the event loop and without
-    the GIL).
+    The buckets the rollups count exactly are read from them, the rest raw. The queries of
+    each round run side by side, each on a connection of its own (SQLite's off the event
+    loop and without the GIL).
     """
     dialect = database.dialect_name
     found = await sources(database, plan, within)
-    periods = [row.period_start for row in found.rolled]
-    buckets, spans = plan.buckets, found.spans
+    buckets, spans = plan.buckets, found.raw_spans
     plug = device_type == PLUG
-    async with (
-        database.read() as counting,
-        database.read() as raw,
-        database.read() as rolled,
-        database.read() as powered,
-    ):
-        counts, raw_fields, rolled_fields, raw_energy = await asyncio.gather(
-            aggregates.bucket_counts(counting, within, buckets, dialect),
+    async with database.read() as raw, database.read() as rolled, database.read() as powered:
+        raw_fields, rolled_fields, raw_energy = await asyncio.gather(
             aggregates.raw_field_statistics(raw, within, spans, buckets, dialect)
             if spans
             else _nothing(),
-            aggregates.rolled_field_statistics(rolled, within, periods, buckets, dialect),
+            aggregates.rolled_field_statistics(rolled, within, found.rolled_spans, buckets, dialect)
+            if found.rolled_spans
+            else _nothing(),
             aggregates.raw_energy(powered, within, spans, buckets, dialect)
             if plug and spans
             else _nothing(),
@@ -224,7 +230,7 @@ async def summarize(
         number = bucket_number(plan, row.period_start)
         energy[number] = energy.get(number, 0.0) + float(row.energy_wh or 0.0)
     shown: dict[int, dict[str, Any]] = {}
-    for row in sorted(counts, key=lambda row: int(row.bucket)):
+    for row in sorted(found.counts, key=lambda row: int(row.bucket)):
         number = int(row.bucket)
         start = format_timestamp(bucket_start(plan, number))
         shown[number] = {"start": start, "count": int(row.readings)}
