@@ -265,7 +265,7 @@ async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_adde
         # a weekly schedule, added through the page's form
         await page.get_by_label("At (local time)").fill("07:30")
         await page.get_by_label("Do", exact=True).select_option(label="Power: Switch on")
-        await page.get_by_role("button", name="Add", exact=True).click()
+        await page.get_by_role("button", name="Add the schedule").click()
         await expect(page.locator("#schedule-message")).to_have_text("The schedule is added.")
         await expect(page.locator("tr[data-schedule]")).to_contain_text("07:30")
         if SCREENSHOT:

@@ -210,3 +210,35 @@ async def test_a_schedule_is_added_paused_and_deleted_with_the_apis_rules(settin
         assert "No schedules yet." in gone.text
         again = await http.post(f"{path}/{schedule_id}/delete", headers=headers)
         assert again.status_code == 404 and f"No schedule {schedule_id}" in again.text
+
+
+@SQLITE_ONLY
+async def test_a_geofence_is_added_paused_and_deleted_with_the_apis_rules(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_controller(runtime, "PLUG-1", owner=ANA)
+        await make_controller(runtime, "PLUG-2", owner=ANA)
+        token = await log_in(http, ANA)
+        path, headers = "/app/controllers/PLUG-1/geofences", changed_with(token)
+        form = {
+            "latitude": "42.6977",
+            "longitude": "23.3219",
+            "radius": "200",
+            "enter_action": "switch_on_off?state=on",
+            "exit_action": "switch_on_off?state=off",
+        }
+        wrong = await http.post(path, data={**form, "radius": "5"}, headers=headers)
+        assert wrong.status_code == 400 and "radius" in wrong.text
+        added = await http.post(path, data=form, headers=headers)
+        assert added.status_code == 200 and "The geofence is added." in added.text
+        assert "42.6977, 23.3219" in added.text and "Power state off" in added.text
+        geofence_id = re.search(r'data-geofence="(\d+)"', added.text).group(1)
+        assert f'data-geofence="{geofence_id}"' in (await http.get(path[: -len("/geofences")])).text
+        elsewhere = await http.post(
+            f"/app/controllers/PLUG-2/geofences/{geofence_id}/delete", headers=headers
+        )
+        assert elsewhere.status_code == 404  # not that controller's geofence
+        paused = await http.post(f"{path}/{geofence_id}/active", headers=headers)
+        assert ">paused<" in paused.text
+        gone = await http.post(f"{path}/{geofence_id}/delete", headers=headers)
+        assert "No geofences yet." in gone.text

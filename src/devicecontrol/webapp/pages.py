@@ -18,6 +18,7 @@ from devicecontrol.users.service import get_profile
 from devicecontrol.webapp.activity import latest_commands, latest_readings
 from devicecontrol.webapp.chart import DEFAULT_PERIOD, PERIODS, energy_chart, readings_chart
 from devicecontrol.webapp.controls import command_controls
+from devicecontrol.webapp.geofences import geofences_of
 from devicecontrol.webapp.schedules import schedule_actions, schedules_of
 from devicecontrol.webapp.shown import controller_rows, one_controller
 
@@ -86,6 +87,7 @@ async def controller_page(
         readings=await latest_readings(runtime, device),
         commands=await latest_commands(runtime, device),
         schedules=await schedules_of(runtime, user_id, serial_number),
+        geofences=await geofences_of(runtime, user_id, serial_number),
         actions=schedule_actions(controls),
         oob=False,
     )

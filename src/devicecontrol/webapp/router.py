@@ -11,6 +11,7 @@ from litestar.static_files import create_static_files_router
 
 from devicecontrol.webapp.actions import ACTIONS
 from devicecontrol.webapp.failures import FAILURE_HANDLERS
+from devicecontrol.webapp.geofence_actions import GEOFENCE_ACTIONS
 from devicecontrol.webapp.pages import PAGES
 from devicecontrol.webapp.schedule_actions import SCHEDULE_ACTIONS
 from devicecontrol.webapp.viewer import provide_viewer
@@ -28,7 +29,7 @@ def webapp_router() -> Router:
     )
     return Router(
         path="/",
-        route_handlers=[*PAGES, *ACTIONS, *SCHEDULE_ACTIONS, static],
+        route_handlers=[*PAGES, *ACTIONS, *SCHEDULE_ACTIONS, *GEOFENCE_ACTIONS, static],
         dependencies={"viewer": Provide(provide_viewer)},
         exception_handlers=FAILURE_HANDLERS,
         include_in_schema=False,

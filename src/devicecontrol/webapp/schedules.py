@@ -55,7 +55,8 @@ def schedule_actions(controls: list[CommandControl]) -> list[Action]:
     return actions
 
 
-def _command(device_type: str, action: str) -> tuple[str, dict[str, Any]]:
+def picked_command(device_type: str, action: str) -> tuple[str, dict[str, Any]]:
+    """The command and values an option of ``schedule_actions`` names."""
     name, _, query = action.partition("?")
     return name, sent_fields(device_type, name, dict(parse_qsl(query)))
 
@@ -64,7 +65,7 @@ def schedule_body(
     serial_number: str, device_type: str, form: dict[str, Any], days: list[str]
 ) -> dict[str, Any]:
     """The API's body of a new schedule, from the page's form."""
-    name, fields = _command(device_type, str(form.get("action", "")))
+    name, fields = picked_command(device_type, str(form.get("action", "")))
     body: dict[str, Any] = {
         "controller_id": serial_number,
         "days": "".join("1" if str(d) in days else "0" for d in range(DAYS)),
@@ -74,7 +75,7 @@ def schedule_body(
         "command_fields": fields,
     }
     if form.get("end_action"):
-        body["end_command_name"], body["end_command_fields"] = _command(
+        body["end_command_name"], body["end_command_fields"] = picked_command(
             device_type, str(form["end_action"])
         )
     return body
