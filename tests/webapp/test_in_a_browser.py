@@ -225,6 +225,16 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
     await expect(page.get_by_role("alert")).to_contain_text("refused")
     await page.goto(served.url("/app/"))
     await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(0)
+    # the app's own form, with the network down: said in words, not a silent page
+    await context.set_offline(True)
+    try:
+        await page.get_by_label("Serial number").fill(unowned)
+        await page.get_by_role("button", name="Claim").click()
+        await expect(page.locator("#claim-message")).to_have_text(
+            "The service cannot be reached; check the connection and try again."
+        )
+    finally:
+        await context.set_offline(False)
 
 
 async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_added(served, context):

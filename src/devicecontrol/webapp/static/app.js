@@ -163,9 +163,22 @@ function chartReading(reading) {  // a live reading, added to the charts that fo
 window.addEventListener("resize", () => {
   for (const chart of charts) chart.plot.setSize({ width: chart.holder.clientWidth, height: CHART_HEIGHT });
 });
+// a request that got no answer at all (the network is down): said in words where its
+// answer would have gone, never a page that silently does nothing
+function showUnreachable(event) {
+  const target = event.detail.target;
+  if (!target) return;
+  const message = document.createElement("p");
+  message.className = "message alert";
+  message.setAttribute("role", "alert");
+  message.textContent = document.body.dataset.textUnreachable;
+  target.replaceChildren(message);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   drawCharts();
   document.body.addEventListener("htmx:afterSettle", drawCharts);
+  document.body.addEventListener("htmx:sendError", showUnreachable);
 });
 
 const live = document.querySelector("[data-stream]");
