@@ -200,7 +200,7 @@ async def test_pages_pass_axe_at_both_widths_hide_anothers_controller_and_log_ou
     assert stream.status_code == 401
 
 
-async def test_a_form_posted_from_another_origin_changes_nothing(served, context):
+async def test_a_form_from_another_origin_changes_nothing_and_the_apps_own_claims(served, context):
     user, _ = await owner_with_plug(served)
     unowned = f"WEB-FREE-{next(_numbers)}"
     runtime = Runtime.from_settings(Settings(database_url=served.database_url))
@@ -235,6 +235,10 @@ async def test_a_form_posted_from_another_origin_changes_nothing(served, context
         )
     finally:
         await context.set_offline(False)
+    # and with it back, the claim is made, its row added to the list
+    await page.get_by_role("button", name="Claim").click()
+    await expect(page.locator("#claim-message")).to_have_text(f"Controller {unowned} is yours now.")
+    await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(1)
 
 
 async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_added(served, context):
