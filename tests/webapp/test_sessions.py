@@ -14,6 +14,7 @@ from devicecontrol.auth.sessions import COOKIE_NAME
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.database.tables import web_sessions
+from devicecontrol.events.opening import SessionCredential
 from devicecontrol.housekeeping.purge import purge
 from devicecontrol.users import service as users
 from tests.asgi import app_and_client
@@ -172,3 +173,16 @@ async def test_the_purge_deletes_expired_sessions_and_keeps_live_ones(settings):
 async def session_rows(runtime) -> int:
     async with runtime.database.read() as connection:
         return (await connection.execute(select(func.count()).select_from(web_sessions))).scalar()
+
+
+async def test_a_stream_opened_by_the_session_holds_until_the_session_ends(settings):
+    """What a stream checks every 10 s while it runs (events/opening.py): the session's
+    expiry, and None once it ended, which closes the stream."""
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        token = await log_in(http, ANA)
+        credential = SessionCredential(http.cookies[COOKIE_NAME])
+        expires_at = await credential.expires_at(runtime)
+        assert expires_at is not None and expires_at > utcnow()
+        await http.post("/app/logout", headers=changed_with(token))
+        assert await credential.expires_at(runtime) is None
