@@ -88,7 +88,8 @@ async def test_a_change_without_the_sessions_token_is_refused_in_words(settings)
             assert "did not come from this app" in answer.text
             assert answer.headers["content-type"].startswith("text/html")
         assert "FREE-1" not in (await http.get("/app/")).text
-        own_origin = {**changed_with(token), "Origin": "http://testserver"}
+        # our own host, on whatever port the browser used (a proxy passes Host without it)
+        own_origin = {**changed_with(token), "Origin": "http://testserver:8443"}
         answer = await http.post("/app/claim", data=claim, headers=own_origin)
         assert answer.status_code == 200, answer.text
         assert 'data-serial="FREE-1"' in answer.text

@@ -33,8 +33,10 @@ def _same_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
     origin = connection.headers.get("origin")
     if origin is None:
         return True  # not every client names it; the header proof still has to hold
-    host = connection.headers.get("host", "")
-    return origin != "null" and urlsplit(origin).netloc.lower() == host.lower()
+    # host names, not ports: deploy/'s nginx passes on ``Host`` without the port the
+    # browser used (the token, bound to the session, still has to match)
+    ours = urlsplit("//" + connection.headers.get("host", "")).hostname
+    return origin != "null" and ours is not None and urlsplit(origin).hostname == ours
 
 
 def require_same_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
