@@ -26,6 +26,7 @@ from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, Client, bearer_of, controller, log_in, provision
 from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
 from tests.processes import Server, running_servers
+from tests.webapp.support import csrf_token_of
 
 pytestmark = POSTGRESQL_ONLY
 
@@ -136,6 +137,30 @@ def test_login_list_assign_stream_and_reassign_through_nginx_over_verified_tls(
         access_log = deployment.nginx.access_log()
         for upstream in deployment.upstreams:
             assert f"upstream={upstream} " in access_log, access_log
+
+        # the web app through nginx: its cookie is Secure (nginx's X-Forwarded-Proto, from
+        # a trusted proxy), a change from the page's own origin (with its port) is taken,
+        # and the session opens the live stream
+        origin = {"HX-Request": "true", "Origin": deployment.nginx.base_url}
+        form = {"username": BOB, "password": PASSWORD}
+        logged_in = http.post("/app/login", data=form, headers=origin)
+        assert logged_in.headers.get("hx-redirect") == "/app/", logged_in.text
+        cookie = logged_in.headers["set-cookie"]
+        assert "; secure" in cookie.lower() and "httponly" in cookie.lower(), cookie
+        page = http.get("/app/")
+        assert page.status_code == 200 and 'data-serial="PX-FREE"' in page.text
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        token = csrf_token_of(page.text)
+        claimed = http.post(
+            "/app/claim",
+            data={"serial_number": "PX-OWNED"},
+            headers={**origin, "X-CSRF-Token": token},
+        )
+        assert claimed.status_code == 409, claimed.text  # the API's rule, in words
+        with http.stream("GET", "/v1/controllers/events") as events:
+            assert events.headers["content-type"].startswith("text/event-stream")
+            lines = events.iter_lines()
+            assert "PX-FREE" in next(line for line in lines if line.startswith("data:"))
 
         # and the verification is real: trusting only the public authorities, it fails
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
