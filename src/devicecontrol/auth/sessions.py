@@ -40,7 +40,7 @@ def csrf_token_of(secret: str) -> str:
     return hmac.new(secret.encode(), CSRF_CONTEXT, hashlib.sha256).hexdigest()
 
 
-def session_cookie(cookie_header: str) -> str | None:
+def secret_in_cookie_header(cookie_header: str) -> str | None:
     """The session's secret in a ``Cookie`` header, if there is exactly one."""
     found = [
         value.strip()

@@ -27,7 +27,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from devicecontrol.auth.repository import find_live_access_token
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import bearer_token_digest
-from devicecontrol.auth.sessions import find_session, session_cookie
+from devicecontrol.auth.sessions import find_session, secret_in_cookie_header
 from devicecontrol.clock import utcnow
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
@@ -113,7 +113,7 @@ class StreamLane:
             async with self.runtime.database.read() as connection:
                 live = await find_live_access_token(connection, bearer.token_digest, utcnow())
             return None if live is None else (bearer, live.user_id, live.expires_at)
-        secret = session_cookie(b"; ".join(cookies).decode("latin-1"))
+        secret = secret_in_cookie_header(b"; ".join(cookies).decode("latin-1"))
         session = await find_session(self.runtime, secret)
         if session is None:
             return None
