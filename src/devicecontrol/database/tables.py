@@ -191,8 +191,13 @@ readings = Table(
     Column("created_at", DateTime, nullable=False),
     # newest first per controller, and the retention purge by age
     Index("ix_readings_controller_id_id", "controller_id", "id"),
-    # one controller's readings within a time range: the summary and the CSV export
-    Index("ix_readings_controller_id_created_at", "controller_id", "created_at"),
+    # one ownership's readings within a time range: the summary and the CSV export
+    Index(
+        "ix_readings_controller_id_assignment_id_created_at",
+        "controller_id",
+        "assignment_id",
+        "created_at",
+    ),
     Index("ix_readings_created_at", "created_at"),
 )
 

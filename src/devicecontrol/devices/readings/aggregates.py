@@ -31,6 +31,11 @@ PERIOD_S = 900  # a rollup's quarter hour
 Spans = Sequence[tuple[datetime, datetime]]
 
 
+def quarter_hour_of(moment: datetime) -> datetime:
+    """The start of the quarter hour (UTC) that ``moment`` is in."""
+    return moment.replace(minute=moment.minute - moment.minute % 15, second=0, microsecond=0)
+
+
 @dataclass(frozen=True, slots=True)
 class Range:
     """One ownership's readings of one controller, ``since`` inclusive, ``until`` not."""
@@ -58,30 +63,48 @@ def _in_spans(spans: Spans, *, back: timedelta = timedelta()) -> ColumnElement[b
 
 
 async def bucket_counts(
-    connection: LongReader, within: Range, buckets: Buckets, dialect: str
+    connection: LongReader, within: Range, spans: Spans, buckets: Buckets, dialect: str
 ) -> list[Row[Any]]:
-    """(bucket, readings): how many readings each non-empty bucket has (no JSON read)."""
+    """(bucket, readings): how many readings within ``spans`` each non-empty bucket has
+    (no JSON read)."""
     bucket = JsonSql(dialect).bucket(buckets).label("bucket")
     query = (
         select(bucket, func.count().label("readings"))
-        .where(_owned(within), _in_spans([(within.since, within.until)]))
+        .where(_owned(within), _in_spans(spans))
         .group_by(bucket)
     )
     return await connection.execute_long(query)
 
 
-async def rolled_periods(connection: LongReader, within: Range) -> list[Row[Any]]:
-    """(period_start, readings, energy_wh) of the quarter hours rolled up within the range."""
-    query = select(
-        reading_rollups.c.period_start,
-        reading_rollups.c.readings,
-        reading_rollups.c.energy_wh,
-    ).where(
-        reading_rollups.c.controller_id == within.controller_id,
-        reading_rollups.c.assignment_id == within.assignment_id,
-        reading_rollups.c.period_start >= within.since,
-        reading_rollups.c.period_start < within.until,
-        reading_rollups.c.field == "",
+async def count_between(
+    connection: LongReader, within: Range, since: datetime, until: datetime
+) -> int:
+    """How many readings arrived in ``[since, until)`` (an index range, counted)."""
+    query = select(func.count()).where(_owned(within), _in_spans([(since, until)]))
+    rows = await connection.execute_long(query)
+    return int(rows[0][0])
+
+
+async def rolled_buckets(
+    connection: LongReader, within: Range, buckets: Buckets, dialect: str
+) -> list[Row[Any]]:
+    """(bucket, readings, energy_wh) of the quarter hours rolled up whole within the range."""
+    begins = reading_rollups.c.period_start
+    bucket = JsonSql(dialect).bucket(buckets, begins).label("bucket")
+    query = (
+        select(
+            bucket,
+            func.sum(reading_rollups.c.readings).label("readings"),
+            func.sum(reading_rollups.c.energy_wh).label("energy_wh"),
+        )
+        .where(
+            reading_rollups.c.controller_id == within.controller_id,
+            reading_rollups.c.assignment_id == within.assignment_id,
+            begins >= within.since,
+            begins <= within.until - timedelta(seconds=PERIOD_S),
+            reading_rollups.c.field == "",
+        )
+        .group_by(bucket)
     )
     return await connection.execute_long(query)
 

@@ -18,18 +18,13 @@ from datetime import datetime, timedelta
 from devicecontrol.clock import utcnow
 from devicecontrol.database.engine import Database
 from devicecontrol.devices.readings import rollups
-from devicecontrol.devices.readings.aggregates import PERIOD_S
+from devicecontrol.devices.readings.aggregates import PERIOD_S, quarter_hour_of
 
 PERIOD = timedelta(seconds=PERIOD_S)
 SETTLE_S = 60  # a quarter hour's readings are all stored this long after it ends
 CONTROLLERS_AT_ONCE = 500  # per transaction, in a quarter hour of many readings
 READINGS_AT_ONCE = 20_000  # a quarter hour with no more than this is rolled up at once
 BUDGET_S = 0.25
-
-
-def quarter_hour_of(moment: datetime) -> datetime:
-    """The start of the quarter hour (UTC) that ``moment`` is in."""
-    return moment.replace(minute=moment.minute - moment.minute % 15, second=0, microsecond=0)
 
 
 async def roll_up_due(database: Database, *, now: datetime | None = None) -> int:

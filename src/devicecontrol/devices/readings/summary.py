@@ -17,8 +17,6 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Row
-
 from devicecontrol.clock import format_timestamp
 from devicecontrol.database.engine import Database
 from devicecontrol.devices.readings import aggregates
@@ -149,39 +147,78 @@ class Sources:
     exactly (their quarter hours, and those as time ranges), and the time ranges read raw
     (the edges, the newest hours, a bucket with a reading stored late or purged)."""
 
-    counts: list[Row[Any]]
-    rolled: list[Row[Any]]
+    rolled_energy: dict[int, float]
+    rolled_counts: dict[int, int]
     rolled_spans: list[tuple[datetime, datetime]]
     raw_spans: list[tuple[datetime, datetime]]
 
 
 async def sources(database: Database, plan: Plan, within: Range) -> Sources:
-    """Each bucket's count, and which buckets the rollups can answer for: those (of whole
-    quarter hours) whose rollups inside the range count what the table holds now."""
-    dialect = database.dialect_name
+    """Which buckets the rollups can answer for: those made of whole quarter hours inside
+    the range whose rollups count what the table holds now. One count of the readings of
+    all such buckets decides when it matches; a count per bucket, when it does not."""
     whole = [(within.since, within.until)]
-    async with database.read() as counting, database.read() as rolling:
-        if plan.buckets.width % aggregates.PERIOD_S:
-            counts = await aggregates.bucket_counts(counting, within, plan.buckets, dialect)
-            return Sources(counts, [], [], whole)
-        counts, rolled = await asyncio.gather(
-            aggregates.bucket_counts(counting, within, plan.buckets, dialect),
-            aggregates.rolled_periods(rolling, within),
-        )
-    period = timedelta(seconds=aggregates.PERIOD_S)
-    inside = [row for row in rolled if row.period_start + period <= within.until]
-    rolled_count: dict[int, int] = {}
-    for row in inside:
-        number = bucket_number(plan, row.period_start)
-        rolled_count[number] = rolled_count.get(number, 0) + int(row.readings)
-    held = {int(row.bucket) for row in counts if rolled_count.get(int(row.bucket)) == row.readings}
-    raw = {int(row.bucket) for row in counts} - held
-    return Sources(
-        counts,
-        [row for row in inside if bucket_number(plan, row.period_start) in held],
-        _spans(plan, within, held),
-        _spans(plan, within, raw),
+    if plan.buckets.width % aggregates.PERIOD_S:
+        return Sources({}, {}, [], whole)
+    first, last = _quarter_hour_after(within.since), aggregates.quarter_hour_of(within.until)
+    if first >= last:
+        return Sources({}, {}, [], whole)
+    numbers = range(
+        bucket_number(plan, first),
+        bucket_number(plan, last - timedelta(seconds=aggregates.PERIOD_S)) + 1,
     )
+    candidates = [
+        number
+        for number in numbers
+        if max(bucket_start(plan, number), within.since) >= first
+        and min(bucket_start(plan, number + 1), within.until) <= last
+    ]
+    if not candidates:
+        return Sources({}, {}, [], whole)
+    begins = max(bucket_start(plan, candidates[0]), within.since)
+    ends = min(bucket_start(plan, candidates[-1] + 1), within.until)
+    dialect = database.dialect_name
+    candidate_range = Range(within.controller_id, within.assignment_id, begins, ends)
+    async with database.read() as counting, database.read() as rolling:
+        held_readings, rolled = await asyncio.gather(
+            aggregates.count_between(counting, within, begins, ends),
+            aggregates.rolled_buckets(rolling, candidate_range, plan.buckets, dialect),
+        )
+        rolled_counts = {int(row.bucket): int(row.readings) for row in rolled}
+        held = set(candidates)
+        if sum(rolled_counts.values()) != held_readings:  # some bucket's rollups are off
+            counted = await aggregates.bucket_counts(
+                counting, within, [(begins, ends)], plan.buckets, dialect
+            )
+            actual = {int(row.bucket): int(row.readings) for row in counted}
+            held = {n for n in candidates if rolled_counts.get(n, 0) == actual.get(n, 0)}
+    raw = _spans(plan, within, set(candidates) - held)
+    if within.since < begins:
+        raw.insert(0, (within.since, begins))
+    if ends < within.until:
+        raw.append((ends, within.until))
+    return Sources(
+        {int(row.bucket): float(row.energy_wh or 0.0) for row in rolled if int(row.bucket) in held},
+        {number: count for number, count in rolled_counts.items() if number in held},
+        _spans(plan, within, held),
+        _joined(raw),
+    )
+
+
+def _quarter_hour_after(moment: datetime) -> datetime:
+    """The first quarter hour's start at or after ``moment``."""
+    start = aggregates.quarter_hour_of(moment)
+    return start if start == moment else start + timedelta(seconds=aggregates.PERIOD_S)
+
+
+def _joined(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    joined: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(spans):
+        if joined and joined[-1][1] >= start:
+            joined[-1] = (joined[-1][0], max(end, joined[-1][1]))
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def _spans(plan: Plan, within: Range, numbers: set[int]) -> list[tuple[datetime, datetime]]:
@@ -211,8 +248,16 @@ async def summarize(
     found = await sources(database, plan, within)
     buckets, spans = plan.buckets, found.raw_spans
     plug = device_type == PLUG
-    async with database.read() as raw, database.read() as rolled, database.read() as powered:
-        raw_fields, rolled_fields, raw_energy = await asyncio.gather(
+    async with (
+        database.read() as counting,
+        database.read() as raw,
+        database.read() as rolled,
+        database.read() as powered,
+    ):
+        raw_counts, raw_fields, rolled_fields, raw_energy = await asyncio.gather(
+            aggregates.bucket_counts(counting, within, spans, buckets, dialect)
+            if spans
+            else _nothing(),
             aggregates.raw_field_statistics(raw, within, spans, buckets, dialect)
             if spans
             else _nothing(),
@@ -226,14 +271,17 @@ async def summarize(
     energy: dict[int, float] = {}
     for row in raw_energy:
         energy[int(row.bucket)] = energy.get(int(row.bucket), 0.0) + float(row.energy_wh or 0.0)
-    for row in found.rolled:
-        number = bucket_number(plan, row.period_start)
-        energy[number] = energy.get(number, 0.0) + float(row.energy_wh or 0.0)
+    for number, rolled_wh in found.rolled_energy.items():
+        energy[number] = energy.get(number, 0.0) + rolled_wh
+    counts = dict(found.rolled_counts)
+    for row in raw_counts:
+        counts[int(row.bucket)] = counts.get(int(row.bucket), 0) + int(row.readings)
     shown: dict[int, dict[str, Any]] = {}
-    for row in sorted(found.counts, key=lambda row: int(row.bucket)):
-        number = int(row.bucket)
+    for number in sorted(counts):
+        if not counts[number]:
+            continue
         start = format_timestamp(bucket_start(plan, number))
-        shown[number] = {"start": start, "count": int(row.readings)}
+        shown[number] = {"start": start, "count": counts[number]}
         if plug:
             shown[number][ENERGY] = round(energy.get(number, 0.0), ROUND_TO)
     for (number, key), statistics in _merged([*raw_fields, *rolled_fields]):

@@ -1,5 +1,6 @@
-"""readings by controller and time: the summary and the CSV export read one controller's
-readings within a time range (the plans are in docs/DESIGN.md, "Readings summary")
+"""readings by controller, ownership and time: the summary and the CSV export read one
+ownership's readings within a time range, and count them from the index alone (the plans
+are in docs/DESIGN.md, "Readings summary")
 
 Revision ID: 0007
 Revises: 0006
@@ -18,9 +19,11 @@ depends_on = None
 def upgrade() -> None:
     # a plain CREATE INDEX (no batch): the readings table is the largest, never copied
     op.create_index(
-        "ix_readings_controller_id_created_at", "readings", ["controller_id", "created_at"]
+        "ix_readings_controller_id_assignment_id_created_at",
+        "readings",
+        ["controller_id", "assignment_id", "created_at"],
     )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_readings_controller_id_created_at", table_name="readings")
+    op.drop_index("ix_readings_controller_id_assignment_id_created_at", table_name="readings")
