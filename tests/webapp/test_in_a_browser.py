@@ -30,6 +30,7 @@ from devicecontrol.runtime import Runtime
 from tests.devices.link.support import SECRET, next_command
 from tests.factories import PASSWORD, make_controller, make_user
 from tests.processes import Server, run_cli, running_server
+from tests.tcp_proxy import TcpProxy, tcp_proxy
 from tests.webapp.browser import DESKTOP, PHONE, WAIT_MS, browser, serious_violations
 
 __all__ = ["browser"]  # the module's browser, as a fixture of this module
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 _numbers = itertools.count(1)
 FOREIGN_ORIGIN = "http://foreign.example"
 LOGIN_PAGE = re.compile(r"/app/login$")
+RECONNECT_MS = 10_000  # the browser's own retry delay (3 s in Chromium) and the resume
 # scripts/refresh-webapp-screenshot sets it: where the controller page's picture goes
 SCREENSHOT = os.environ.get("DEVICECONTROL_WEBAPP_SCREENSHOT")
 
@@ -48,6 +50,10 @@ class Served:
 
     def url(self, path: str) -> str:
         return self.server.base_url + path
+
+    @property
+    def port(self) -> int:
+        return int(self.server.base_url.rpartition(":")[2])
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +73,13 @@ async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def proxy(served: Served) -> AsyncIterator[TcpProxy]:
+    """A TCP proxy before the module's server, to cut the browser's connections."""
+    async with tcp_proxy(served.port) as started:
+        yield started
 
 
 async def owner_with_plug(served: Served) -> tuple[str, str]:
@@ -122,10 +135,14 @@ def plug(served: Served, serial: str) -> aiomqtt.Client:
     )
 
 
-async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revoke(served, context):
+async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revoke(
+    served, context, proxy
+):
     user, serial = await owner_with_plug(served)
     page = await log_in(context, served, user)
     blocked = csp_reports(page)
+    # the page again through a proxy that can cut its connections (a cookie knows no port)
+    await page.goto(f"http://127.0.0.1:{proxy.port}/app/")
     row = page.locator(f'tr[data-serial="{serial}"]')
     await expect(row.locator('[data-field="online"]')).to_have_text("offline")
     await expect(page.locator("#live-status")).to_have_text(re.compile("^Live"), timeout=WAIT_MS)
@@ -137,6 +154,22 @@ async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revok
         await expect(row.locator('[data-field="reading"]')).to_contain_text(
             "power 3.5", timeout=WAIT_MS
         )
+        # the connection drops: what happens meanwhile arrives once the browser has
+        # reconnected by itself, resuming after the last event it saw (Last-Event-ID; a
+        # stream opened afresh would not send this reading again)
+        await expect(page.locator("#live-status")).to_have_text(re.compile("^Live"))
+        opened = proxy.accepted
+        proxy.cut()
+        await device.publish(
+            f"devices/{serial}/state", b'{"relay_state": "on", "power": 7.25}', qos=1
+        )
+        await expect(page.locator("#live-status")).to_have_text(
+            "Connection lost; reconnecting…", timeout=WAIT_MS
+        )
+        await expect(row.locator('[data-field="reading"]')).to_contain_text(
+            "power 7.25", timeout=RECONNECT_MS
+        )
+        assert proxy.accepted > opened
     await expect(row.locator('[data-field="online"]')).to_have_text("offline", timeout=WAIT_MS)
     # nothing of the session is within a script's reach, nor in the page's address
     assert await page.evaluate("document.cookie") == ""
