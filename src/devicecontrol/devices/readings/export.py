@@ -15,12 +15,10 @@ import asyncio
 import csv
 import io
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from devicecontrol.clock import format_timestamp
 from devicecontrol.database.engine import Database
 from devicecontrol.devices.readings import aggregates
 from devicecontrol.devices.readings import repository as readings_repository
@@ -50,9 +48,9 @@ def cell(value: Any) -> Any:
 def _rows(fields: Sequence[str], batch: Sequence[Any]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    decode, shown = _decode, format_timestamp
+    decode = _decode
     writer.writerows(
-        [shown(row.created_at), *[cell(reading.get(name)) for name in fields]]
+        [row.created, *[cell(reading.get(name)) for name in fields]]
         for row in batch
         for reading in (decode(row.payload),)
     )
@@ -74,7 +72,7 @@ async def csv_lines(database: Database, within: Range, *, dialect: str) -> Async
             batch = await pending
             pending = None
             if len(batch) == SLICE_ROWS:
-                after = (batch[-1].created_at, batch[-1].id)
+                after = (batch[-1].position, batch[-1].id)
                 pending = asyncio.ensure_future(_slice(database, within, after))
             if batch:
                 yield _rows(fields, batch).encode()
@@ -83,9 +81,7 @@ async def csv_lines(database: Database, within: Range, *, dialect: str) -> Async
             pending.cancel()
 
 
-async def _slice(
-    database: Database, within: Range, after: tuple[datetime, int] | None
-) -> list[Any]:
+async def _slice(database: Database, within: Range, after: tuple[Any, int] | None) -> list[Any]:
     async with database.read() as connection:
         return await readings_repository.readings_in_order(
             connection,
@@ -95,6 +91,7 @@ async def _slice(
             until=within.until,
             after=after,
             limit=SLICE_ROWS,
+            dialect=database.dialect_name,
         )
 
 

@@ -8,7 +8,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, insert, select, tuple_, update
+from sqlalchemy import (
+    Row,
+    String,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    tuple_,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from devicecontrol.database.engine import LongReader, Reader, Writer
@@ -171,17 +183,34 @@ async def readings_in_order(
     *,
     since: datetime,
     until: datetime,
-    after: tuple[datetime, int] | None,
+    after: tuple[Any, int] | None,
     limit: int,
+    dialect: str,
 ) -> list[Row[Any]]:
-    """Up to ``limit`` readings oldest first, from just after ``after`` (created_at, id):
-    an export reads its range in slices, never holding a connection while a slow client
-    takes what it was sent."""
+    """Up to ``limit`` readings oldest first (``id``, ``payload``, ``created`` as the API
+    writes it, ``position``), from just after ``after`` (a row's position and id): an
+    export reads its range in slices, never holding a connection while a slow client
+    takes what it was sent. The time comes as text from the database: parsing 40,000
+    SQLite timestamps into datetimes only to write them back out cost a third of an
+    export."""
+    if dialect == "postgresql":
+        position: Any = readings.c.created_at
+        created = func.to_char(readings.c.created_at, "YYYY-MM-DD HH24:MI:SS")
+    else:  # stored as text, 'YYYY-MM-DD HH:MM:SS.ffffff': compared and cut as text
+        position = type_coerce(readings.c.created_at, String)
+        created = func.substr(readings.c.created_at, 1, 19)
     conditions = _readings_of(controller_id, assignment_id, since, until)
     if after is not None:
-        conditions.append(tuple_(readings.c.created_at, readings.c.id) > tuple_(*after))
+        conditions.append(
+            tuple_(position, readings.c.id) > tuple_(literal(after[0], position.type), after[1])
+        )
     query = (
-        select(readings.c.id, readings.c.payload, readings.c.created_at)
+        select(
+            readings.c.id,
+            readings.c.payload,
+            created.label("created"),
+            position.label("position"),
+        )
         .where(*conditions)
         .order_by(readings.c.created_at, readings.c.id)
         .limit(limit)
