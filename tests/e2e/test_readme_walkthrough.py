@@ -156,7 +156,8 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
     assert len(answers) == (script + device_script).count("curl -s") + 1, answers
     assert list(shell_dir.iterdir()) == [], "the walk-through must leave no file behind"
     login, renew, me, me_advanced, plugs, melissa, plug_2, bobbie, handed_over = answers[:9]
-    fetched, sent, native, plug3_reading, plug3_made, plug3_received, plug3_done = answers[9:]
+    fetched, sent, native, summary = answers[9:13]
+    plug3_reading, plug3_made, plug3_received, plug3_done = answers[13:]
 
     assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["access_token"])
     assert re.fullmatch(r"[0-9a-f]{40}", login["auth"]["refresh_token"])
@@ -198,6 +199,11 @@ def test_the_readme_walkthrough_runs_verbatim_against_serve_demo(tmp_path):
         "DEMO-MELISSA-1",
     )
     assert sent["provider"]["commandParams"] == {"state": 1, "mode": 3, "temp": 22, "fan": 2}
+    # the demo's three days of history, per local day in the demo user's Sofia
+    days = summary["summary"]["buckets"]
+    assert summary["summary"]["time_zone"] == "Europe/Sofia" and summary["summary"]["every"] == "1d"
+    assert sum(day["count"] for day in days) >= 24 * 60 - 1, days
+    assert any(day["energy_wh"] > 0 for day in days), days
     assert native["command"]["status"] == "succeeded", native
     assert native["command"]["result"] == {"applied": {"state": "off"}}
     # DEMO-PLUG-3, played by hand with the Mosquitto clients

@@ -147,6 +147,7 @@ curl -s $B/v1/provider/send -H "Authorization: Bearer $TOKEN" -H 'Content-Type: 
      -d '{{"serial_number": "DEMO-MELISSA-1", "command": "send_ir_code", "state": 1, "mode": 3, "temp": 22, "fan": 2}}'; echo
 curl -s "$B/v1/controllers/DEMO-PLUG-1/commands?wait=5" -H "Authorization: Bearer $TOKEN" \\
      -H 'Content-Type: application/json' -d '{{"name": "switch_on_off", "params": {{"state": "off"}}}}'; echo
+curl -s "$B/v1/controllers/DEMO-PLUG-1/readings/summary?every=1d" -H "Authorization: Bearer $TOKEN"; echo
 """
 
 
