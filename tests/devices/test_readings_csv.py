@@ -47,7 +47,9 @@ async def test_csv_has_created_then_every_field_in_name_order_oldest_first(runti
     assert response.text.endswith("\r\n")
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
 async def test_format_csv_asks_the_same_and_format_json_or_no_accept_is_the_page(runtime, client):
+    """SQLite alone: the choice of format is made before any query."""
     _, ana = await logged_in_user(runtime, client, ANA)
     await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
     await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", {"temp": 1}))

@@ -53,30 +53,27 @@ async def roll_everything(runtime, monkeypatch) -> None:
     await rolling.roll_up_due(runtime.database, now=LATER)
 
 
-@pytest.mark.parametrize("every", ["15m", "1h", "1d"])
-async def test_a_summary_from_rollups_is_the_summary_from_readings(
-    runtime, client, monkeypatch, every
-):
+async def test_a_summary_from_rollups_is_the_summary_from_readings(runtime, client, monkeypatch):
     user_id, ana = await logged_in_user(runtime, client, ANA)
     await live_in(runtime, user_id, BERLIN)  # its summer time ends on 2026-10-25
     await make_controller(runtime, "PLUG1", owner=ANA, type="smart_plug")
     await report_at(runtime, "PLUG1", *history("2026-10-24 21:53:10", 9 * 60))
-    window = {**DAY, "every": every}
-    from_readings = await summary_of(client, ana, "PLUG1", **window)
+    widths = ("15m", "1h", "1d")
+    # whole days, and a range that cuts quarter hours (its edges are read raw)
+    edges = {"since": "2026-10-24 22:07:31", "until": "2026-10-25 05:41:02"}
+    windows = [{**window, "every": every} for window in (DAY, edges) for every in widths]
+    from_readings = [await summary_of(client, ana, "PLUG1", **window) for window in windows]
     assert await rollup_rows(runtime) == 0
     await roll_everything(runtime, monkeypatch)
     assert await rollup_rows(runtime) > 0
-    assert await summary_of(client, ana, "PLUG1", **window) == from_readings
-    assert sum(bucket["count"] for bucket in from_readings["buckets"]) == len(
+    for window, expected in zip(windows, from_readings, strict=True):
+        assert await summary_of(client, ana, "PLUG1", **window) == expected, window
+    async with runtime.database.write() as connection:  # the rollups disappear: read raw
+        await connection.execute(reading_rollups.delete())
+    assert await summary_of(client, ana, "PLUG1", **windows[1]) == from_readings[1]
+    assert sum(bucket["count"] for bucket in from_readings[0]["buckets"]) == len(
         history("2026-10-24 21:53:10", 9 * 60)
     )
-    # ranges that cut quarter hours read their edges raw
-    edges = {"since": "2026-10-24 22:07:31", "until": "2026-10-25 05:41:02", "every": every}
-    before = await summary_of(client, ana, "PLUG1", **edges)
-    monkeypatch.setattr(rolling, "BUDGET_S", 0.0)  # nothing more is rolled
-    async with runtime.database.write() as connection:  # the rollups disappear
-        await connection.execute(reading_rollups.delete())
-    assert await summary_of(client, ana, "PLUG1", **edges) == before
 
 
 async def test_a_reading_stored_after_its_quarter_hour_was_rolled_up_still_counts(
