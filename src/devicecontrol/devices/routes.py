@@ -78,7 +78,7 @@ Every = Annotated[
 OutputFormat = Annotated[
     str | None,
     QueryParameter(
-        query="format",
+        name="format",
         description="`csv`: the readings as CSV, as `Accept: text/csv` asks (`json`, the "
         "default: the HAL page).",
         schema_extra={"one_of": None, "type": "string", "enum": ["json", "csv"]},
