@@ -310,7 +310,9 @@ def module_database_url(
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url)
+    """Without the web app's routes: the app an in-process test builds costs half as much
+    (tests/webapp/ has them)."""
+    return Settings(database_url=database_url, web_app=False)
 
 
 @pytest.fixture

@@ -230,7 +230,8 @@ def create_app(
             openapi_json,
             asyncapi_json,  # the device topics' document, beside it
             *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
-            webapp_router(),  # the owners' pages at /app/, on a cookie session (webapp/)
+            # the owners' pages at /app/, on a cookie session (webapp/)
+            *([webapp_router()] if settings is None or settings.web_app else []),
         ],
         template_config=template_config(),
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},

@@ -114,6 +114,9 @@ class Settings:
     schedule_check_s: int = 5
     token_cache_ms: int = 500
     password_hashing: str = PASSWORD_HASHING[0]  # "standard"
+    # no variable sets it: every serve has the web app. The API's in-process tests build an
+    # app per test, and Litestar registering the web app's routes doubled that cost
+    web_app: bool = True
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
