@@ -36,7 +36,7 @@ CHECKS = (
 # same on both backends; what differs by backend, hostile values reaching the database
 # (NUL, numbers out of range, over-long text...), tests/test_hostile_input.py sends on both,
 # value by value. The PostgreSQL half still catches a 5xx that only its driver raises.
-MAX_EXAMPLES = {"sqlite": 20, "postgresql": 10}
+MAX_EXAMPLES = {"sqlite": 12, "postgresql": 6}
 SEED = 20261121
 STREAMS = r"/events$"
 FUZZ_TIMEOUT_S = 240
