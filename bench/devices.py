@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -474,14 +474,12 @@ async def mosquitto_ceiling(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def run_serve(
-    database_url: str,
-    port: int,
-    mqtt_port: int,
-    env: dict[str, str],
-    args: argparse.Namespace,
-) -> dict:
-    """``devicecontrol serve`` for the measurement, stopped after it."""
+@contextlib.contextmanager
+def serving(
+    database_url: str, port: int, env: dict[str, str]
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``devicecontrol serve`` on ``port`` until the block ends; yields its base URL and
+    process once ``/healthz`` answers."""
     serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
         [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
          "--database-url", database_url],
@@ -490,15 +488,27 @@ def run_serve(
     )  # fmt: skip
     try:
         base_url = f"http://127.0.0.1:{port}"
-        for _ in range(100):
+        for _ in range(200):
             with contextlib.suppress(httpx.TransportError):
                 httpx.get(f"{base_url}/healthz", timeout=1)
                 break
             time.sleep(0.1)
-        return asyncio.run(measure(base_url, mqtt_port, serve, args))
+        yield base_url, serve
     finally:
         os.killpg(serve.pid, 15)
         serve.wait(timeout=30)
+
+
+def run_serve(
+    database_url: str,
+    port: int,
+    mqtt_port: int,
+    env: dict[str, str],
+    args: argparse.Namespace,
+) -> dict:
+    """``devicecontrol serve`` for the measurement, stopped after it."""
+    with serving(database_url, port, env) as (base_url, serve):
+        return asyncio.run(measure(base_url, mqtt_port, serve, args))
 
 
 def main() -> None:

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import os
 import random
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +31,7 @@ import msgspec
 from sqlalchemy import insert, text
 
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
-from bench.devices import print_result, quantile
+from bench.devices import print_result, quantile, serving
 from bench.fleet import Fleet, serial_number
 from bench.provision import provision
 from bench.servers import free_port
@@ -195,25 +192,10 @@ def main() -> None:
         port = free_port()
         env = {**os.environ, "DEVICECONTROL_LOG_LEVEL": "warning"}
         env["DEVICECONTROL_MQTT_LISTEN"] = f"127.0.0.1:{free_port()}"
-        serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
-            [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
-             "--database-url", database_url],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            for _ in range(200):
-                with contextlib.suppress(httpx.TransportError):
-                    httpx.get(f"{base_url}/healthz", timeout=1)
-                    break
-                time.sleep(0.1)
+        with serving(database_url, port, env) as (base_url, _):
             result = measure(base_url, token, max(3, args.rounds // 5), "raw")
             result["rollups caught up in s"] = wait_for_rollups(database_url, 1800)
             result.update(measure(base_url, token, args.rounds, "rolled"))
-        finally:
-            os.killpg(serve.pid, 15)
-            serve.wait(timeout=30)
         result.update(asyncio.run(ceilings(database_url, 5)))
     for every in ("1h", "1d"):
         p99 = result[f"rolled plug {every} p99 ms"]

@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
-import httpx
 from playwright.async_api import async_playwright
 
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
-from bench.devices import print_result, quantile
+from bench.devices import print_result, quantile, serving
 from bench.servers import free_port
 from devicecontrol.config import Settings
 from devicecontrol.controllers.provisioning import add_controller
@@ -160,23 +156,8 @@ def main() -> None:
         port, mqtt_port = free_port(), free_port()
         env = {**os.environ, "DEVICECONTROL_LOG_LEVEL": "warning"}
         env["DEVICECONTROL_MQTT_LISTEN"] = f"127.0.0.1:{mqtt_port}"
-        serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
-            [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
-             "--database-url", database_url],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            for _ in range(200):
-                with contextlib.suppress(httpx.TransportError):
-                    httpx.get(f"{base_url}/healthz", timeout=1)
-                    break
-                time.sleep(0.1)
+        with serving(database_url, port, env) as (base_url, _):
             result = asyncio.run(measure(base_url, mqtt_port, args.rounds, args.readings))
-        finally:
-            os.killpg(serve.pid, 15)
-            serve.wait(timeout=30)
     print_result(result, width=40)
 
 
