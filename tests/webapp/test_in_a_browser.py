@@ -274,7 +274,9 @@ async def test_a_form_from_another_origin_changes_nothing_and_the_apps_own_claim
     await expect(page.locator(f'tr[data-serial="{unowned}"]')).to_have_count(1)
 
 
-async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_added(served, context):
+async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_added_and_changed(
+    served, context
+):
     user, serial = await owner_with_plug(served)
     page = await log_in(context, served, user)
     blocked = csp_reports(page)
@@ -314,7 +316,14 @@ async def test_a_command_sent_with_a_click_ends_succeeded_and_a_schedule_is_adde
         await page.get_by_label("Do", exact=True).select_option(label="Power: Switch on")
         await page.get_by_role("button", name="Add the schedule").click()
         await expect(page.locator("#schedule-message")).to_have_text("The schedule is added.")
-        await expect(page.locator("tr[data-schedule]")).to_contain_text("07:30")
+        schedule = page.locator("tr[data-schedule]")
+        await expect(schedule).to_contain_text("07:30")
+        # and changed through its row's own form
+        await schedule.get_by_text("Edit").click()
+        await schedule.get_by_label("At (local time)").fill("08:45")
+        await schedule.get_by_role("button", name="Save the schedule").click()
+        await expect(page.locator("#schedule-message")).to_have_text("The schedule is changed.")
+        await expect(schedule).to_contain_text("08:45")
         if SCREENSHOT:
             await page.set_viewport_size({"width": 1100, "height": 900})
             await page.screenshot(path=SCREENSHOT, full_page=True)

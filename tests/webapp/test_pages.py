@@ -187,6 +187,7 @@ async def test_a_schedule_is_added_paused_and_deleted_with_the_apis_rules(settin
     async with app_and_client(settings) as (runtime, http):
         await make_user(runtime, ANA)
         await make_controller(runtime, "PLUG-1", owner=ANA)
+        await make_controller(runtime, "PLUG-2", owner=ANA)
         token = await log_in(http, ANA)
         page = (await http.get("/app/controllers/PLUG-1")).text
         assert 'value="switch_on_off?state=on"' in page and "Power: Switch off" in page
@@ -205,8 +206,33 @@ async def test_a_schedule_is_added_paused_and_deleted_with_the_apis_rules(settin
         assert "Mon Fri" in added.text and "07:30\u201308:00" in added.text
         assert "Power state on; then at the end: Power state off" in added.text
         schedule_id = re.search(r'data-schedule="(\d+)"', added.text).group(1)
+        assert (
+            f'id="schedule-{schedule_id}-from" name="from_time" type="time" required value="07:30"'
+            in added.text
+        )
+        assert '<option value="switch_on_off?state=off" selected>' in added.text  # its end
         paused = await http.post(f"{path}/{schedule_id}/active", headers=headers)
         assert ">paused<" in paused.text and ">Resume<" in paused.text
+        change = {
+            "day": ["1"],
+            "from_time": "09:15",
+            "to_time": "",
+            "action": "switch_on_off?state=off",
+            "end_action": "",
+        }
+        refused = await http.post(
+            f"{path}/{schedule_id}", data={**change, "from_time": "9h"}, headers=headers
+        )
+        assert refused.status_code == 400 and "from_time" in refused.text
+        changed = await http.post(f"{path}/{schedule_id}", data=change, headers=headers)
+        assert changed.status_code == 200 and "The schedule is changed." in changed.text
+        row = changed.text[changed.text.index(f'data-schedule="{schedule_id}"') :]
+        assert ">Tue<" in row and "09:15 (" in row and "Power state off</td>" in row
+        assert ">paused<" in row  # a change keeps the state
+        elsewhere = await http.post(
+            f"/app/controllers/PLUG-2/schedules/{schedule_id}", data=change, headers=headers
+        )
+        assert elsewhere.status_code == 404
         gone = await http.post(f"{path}/{schedule_id}/delete", headers=headers)
         assert "No schedules yet." in gone.text
         again = await http.post(f"{path}/{schedule_id}/delete", headers=headers)
@@ -241,5 +267,18 @@ async def test_a_geofence_is_added_paused_and_deleted_with_the_apis_rules(settin
         assert elsewhere.status_code == 404  # not that controller's geofence
         paused = await http.post(f"{path}/{geofence_id}/active", headers=headers)
         assert ">paused<" in paused.text
+        radius = re.search(f'id="geofence-{geofence_id}-radius"[^>]*>', paused.text).group(0)
+        assert 'value="200"' in radius  # the edit form shows what is stored
+        change = {**form, "radius": "350", "enter_action": "switch_on_off?state=off"}
+        refused = await http.post(
+            f"{path}/{geofence_id}", data={**change, "latitude": "91"}, headers=headers
+        )
+        assert refused.status_code == 400 and "latitude" in refused.text
+        changed = await http.post(f"{path}/{geofence_id}", data=change, headers=headers)
+        assert changed.status_code == 200 and "The geofence is changed." in changed.text
+        row = changed.text[changed.text.index(f'data-geofence="{geofence_id}"') :]
+        assert ">350<" in row and ">paused<" in row
+        shown = row[: row.index("<details")]  # the row's cells, before its edit form
+        assert shown.count("Power state off") == 2 and "Power state on" not in shown
         gone = await http.post(f"{path}/{geofence_id}/delete", headers=headers)
         assert "No geofences yet." in gone.text

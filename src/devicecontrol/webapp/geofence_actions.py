@@ -1,5 +1,6 @@
-"""What the page changes of a controller's geofences (POST): add, pause or resume,
-delete; each the API's geofence service, answered with a message and the rows again."""
+"""What the page changes of a controller's geofences (POST): add, change, pause or
+resume, delete; each the API's geofence service, answered with a message and the rows
+again."""
 
 from __future__ import annotations
 
@@ -14,25 +15,14 @@ from devicecontrol.auth.sessions import WebSession
 from devicecontrol.automations.geofences import service as geofences
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.runtime import Runtime
-from devicecontrol.webapp.geofences import geofence_body, geofence_of, geofences_of
-from devicecontrol.webapp.pages import page
-from devicecontrol.webapp.wording import words
+from devicecontrol.webapp.automation_rows import rows_changed
+from devicecontrol.webapp.geofences import geofence_body, geofence_of
 
 GEOFENCE = "/app/controllers/{serial_number:str}/geofences"
 
 
-async def _changed(
-    runtime: Runtime, viewer: WebSession, serial_number: str, message_key: str
-) -> Template:
-    rows = await geofences_of(runtime, viewer.user_id, serial_number)
-    return page(
-        "_geofences_changed.html",
-        viewer,
-        message=words(message_key),
-        alert=False,
-        geofences=rows,
-        oob=True,
-    )
+async def _form(request: Request[Any, Any, Any]) -> dict[str, str]:
+    return {name: str(value) for name, value in (await request.form()).items()}
 
 
 @post(GEOFENCE, include_in_schema=False, status_code=200)
@@ -42,11 +32,26 @@ async def add_geofence(
     viewer: NamedDependency[WebSession],
     serial_number: FromPath[str],
 ) -> Template:
-    form = {name: str(value) for name, value in (await request.form()).items()}
     device = await commands.owned_device(runtime, viewer.user_id, serial_number)
-    body = geofence_body(serial_number, device.type, form)
+    body = geofence_body(serial_number, device.type, await _form(request))
     await geofences.create_geofence(runtime, viewer.user_id, body)
-    return await _changed(runtime, viewer, serial_number, "geofence.added")
+    return await rows_changed(runtime, viewer, serial_number, "geofence", "added")
+
+
+@post(GEOFENCE + "/{geofence_id:str}", include_in_schema=False, status_code=200)
+async def change_geofence(
+    request: Request[Any, Any, Any],
+    runtime: NamedDependency[Runtime],
+    viewer: NamedDependency[WebSession],
+    serial_number: FromPath[str],
+    geofence_id: FromPath[str],
+) -> Template:
+    """The whole form again: place, radius, what entering and leaving fire; the API's PUT
+    rules, the state (active or paused) kept."""
+    row = await geofence_of(runtime, viewer.user_id, serial_number, geofence_id)
+    body = geofence_body(serial_number, row.controller_type, await _form(request))
+    await geofences.update_geofence(runtime, row, body)
+    return await rows_changed(runtime, viewer, serial_number, "geofence", "changed")
 
 
 @post(GEOFENCE + "/{geofence_id:str}/active", include_in_schema=False, status_code=200)
@@ -58,7 +63,7 @@ async def pause_or_resume_geofence(
 ) -> Template:
     row = await geofence_of(runtime, viewer.user_id, serial_number, geofence_id)
     await geofences.update_geofence(runtime, row, {"active": 0 if row.active else 1})
-    return await _changed(runtime, viewer, serial_number, "geofence.changed")
+    return await rows_changed(runtime, viewer, serial_number, "geofence", "changed")
 
 
 @post(GEOFENCE + "/{geofence_id:str}/delete", include_in_schema=False, status_code=200)
@@ -70,7 +75,7 @@ async def delete_geofence(
 ) -> Template:
     await geofence_of(runtime, viewer.user_id, serial_number, geofence_id)
     await geofences.delete_geofence(runtime, viewer.user_id, geofence_id)
-    return await _changed(runtime, viewer, serial_number, "geofence.deleted")
+    return await rows_changed(runtime, viewer, serial_number, "geofence", "deleted")
 
 
-GEOFENCE_ACTIONS = [add_geofence, pause_or_resume_geofence, delete_geofence]
+GEOFENCE_ACTIONS = [add_geofence, change_geofence, pause_or_resume_geofence, delete_geofence]

@@ -7,6 +7,7 @@ set (a plug's "Switch on", a melissa's current settings), encoded in the option'
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -17,7 +18,7 @@ from devicecontrol.automations.schedules import service as schedules
 from devicecontrol.database.pages import PageRequest
 from devicecontrol.runtime import Runtime
 from devicecontrol.webapp.controls import CommandControl, sent_fields
-from devicecontrol.webapp.wording import words
+from devicecontrol.webapp.wording import words, words_or
 
 SHOWN = 50  # a controller's schedules on its page
 DAYS = 7  # Monday first, as the API's ``days``
@@ -53,6 +54,24 @@ def schedule_actions(controls: list[CommandControl]) -> list[Action]:
         label = f"{control.label}: {shown}" if shown else control.label
         actions.append(Action(f"{control.name}?{urlencode(values)}", label))
     return actions
+
+
+def offered(
+    actions: list[Action], name: str | None, stored_fields: str | None
+) -> list[tuple[Action, bool]]:
+    """The options of a change form's command list, the stored command selected; one not
+    among ``actions`` (a melissa's settings of another day) is offered first, as stored,
+    so that saving other changes keeps it."""
+    if name is None:
+        return [(action, False) for action in actions]
+    fields = json.loads(stored_fields) if stored_fields else {}
+    value = f"{name}?{urlencode({key: str(v) for key, v in fields.items()})}"
+    listed = [(action, action.value == value) for action in actions]
+    if not any(selected for _, selected in listed):
+        shown = ", ".join(str(v) for v in fields.values())
+        label = words_or(f"command.{name}", name) + (f": {shown}" if shown else "")
+        listed.insert(0, (Action(value, label), True))
+    return listed
 
 
 def picked_command(device_type: str, action: str) -> tuple[str, dict[str, Any]]:

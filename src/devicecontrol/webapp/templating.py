@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template import TemplateConfig
 
+from devicecontrol.webapp.schedules import offered
 from devicecontrol.webapp.wording import words, words_or
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -49,6 +50,7 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     )
     environment.globals["t"] = words
     environment.globals["t_or"] = words_or
+    environment.globals["offered"] = offered
     environment.filters["reading_text"] = reading_text
     environment.filters["moment_text"] = moment_text
     environment.filters["fields_text"] = fields_text
