@@ -25,6 +25,7 @@ from devicecontrol.auth.routes import AuthController
 from devicecontrol.automations.geofences.routes import GeofencesController
 from devicecontrol.automations.schedules.routes import SchedulesController
 from devicecontrol.automations.schedules.runner import fire_schedules_periodically
+from devicecontrol.collector import collect_garbage_for_a_service
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
 from devicecontrol.devices.asyncapi import asyncapi_json
@@ -277,4 +278,6 @@ def create_app_from_environment() -> Litestar:
             "guess; for test suites only, never in production",
             settings.password_hashing,
         )
-    return create_app(settings, schedule_runner=True, end_streams_on_stop=True)
+    app = create_app(settings, schedule_runner=True, end_streams_on_stop=True)
+    collect_garbage_for_a_service()  # after the app: its objects are frozen, too
+    return app

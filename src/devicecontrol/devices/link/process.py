@@ -16,12 +16,12 @@ metrics to the directory ``serve`` names in ``PROMETHEUS_MULTIPROC_DIR``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging.config
 import os
 import signal
 import sys
 
+from devicecontrol.collector import collect_garbage_for_a_service
 from devicecontrol.config import Settings, SettingsError, load_settings
 from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.ports import LinkError
@@ -29,12 +29,6 @@ from devicecontrol.devices.link.supervisor import READY
 from devicecontrol.observability import metrics
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.runtime import Runtime
-
-# the cyclic collector's thresholds in the link (the defaults are 700, 10, 10): see
-# ``collect_garbage_for_a_fleet``
-YOUNG_COLLECTION_EVERY = 5_000
-MIDDLE_COLLECTION_EVERY = 20
-FULL_COLLECTION_EVERY = 100
 
 
 def _say(line: str) -> None:
@@ -81,22 +75,6 @@ async def _run(settings: Settings) -> int:
         metrics.mark_this_process_dead()
 
 
-def collect_garbage_for_a_fleet() -> None:
-    """Fewer, shorter pauses of the cyclic garbage collector.
-
-    Why: 10,000 connected devices are about a million long-lived objects, and with the
-    default thresholds every reading's short-lived objects (its packet, future, batch row)
-    reached the oldest generation within milliseconds, so that a full collection ran every
-    few seconds and stopped the link for 150 ms on SQLite and 300 to 370 ms on PostgreSQL
-    (traced at 1,000 readings/s): the PUBACK and command round trip p99. With a young
-    generation of 5,000 objects such objects die young, and a full collection needs ten
-    times as many middle-aged ones. What the process holds when it starts (modules,
-    settings) is frozen out of every collection.
-    """
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_EVERY, MIDDLE_COLLECTION_EVERY, FULL_COLLECTION_EVERY)
-
-
 def main() -> int:
     try:
         settings = load_settings()
@@ -104,7 +82,7 @@ def main() -> int:
         _say(str(exc))
         return 1
     logging.config.dictConfig(serve_logging_config(settings.log_level, settings.log_format))
-    collect_garbage_for_a_fleet()
+    collect_garbage_for_a_service()  # 10,000 connections: a million long-lived objects
     return asyncio.run(_run(settings))
 
 
