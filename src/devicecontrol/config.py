@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
@@ -14,6 +15,8 @@ DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"
 # DEVICECONTROL_MQTT_URL: the external broker's schemes and their default ports
 MQTT_URL_PORTS = {"mqtt": 1883, "mqtts": 8883}
+MIN_HOOK_TOKEN = 32
+HOOK_TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~-]+")
 MAX_COMMAND_TTL_S = 86400
 # a device's packets: room for a 4 KiB payload and its topic, up to MQTT's own maximum
 MIN_MQTT_PACKET = 4352
@@ -100,6 +103,10 @@ class Settings:
     # checks its certificate (mqtts; the system's store when None)
     mqtt_url: MqttUrl | None = None
     mqtt_ca: str | None = None
+    # the broker hook (contract §9, brokers that ask the service): its own listener, off by
+    # default, and the token its broker presents
+    broker_hook_listen: str | None = None
+    broker_hook_token: str | None = field(default=None, repr=False)
     command_ttl_s: int = 300
     send_wait_ms: int = 3000
     # commands are pushed (notifications.py); this slow sweep finds what a lost
@@ -117,6 +124,12 @@ class Settings:
     # no variable sets it: every serve has the web app. The API's in-process tests build an
     # app per test, and Litestar registering the web app's routes doubled that cost
     web_app: bool = True
+
+    @property
+    def pushes_device_accounts(self) -> bool:
+        """Whether provisioning sends each device's account to the external broker
+        (Mosquitto's dynamic security); a broker that asks the hook needs none."""
+        return self.mqtt_url is not None and self.broker_hook_listen is None
 
     def with_database_url(self, url: str | None) -> Settings:
         """The same settings on another database (the CLI's --database-url)."""
@@ -209,6 +222,21 @@ def _tls_file(environ: Mapping[str, str], name: str) -> str | None:
     if raw and not os.path.isfile(raw):
         raise SettingsError(f"{ENV_PREFIX}{name}: no such file {raw!r}")
     return raw or None
+
+
+def _hook_token(environ: Mapping[str, str], name: str) -> str | None:
+    """At least 32 of the characters a URL path keeps as they are: RabbitMQ's HTTP backend
+    sends it as the first segment of the hook's paths."""
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return None
+    if len(raw) < MIN_HOOK_TOKEN or not HOOK_TOKEN_CHARACTERS.fullmatch(raw):
+        raise SettingsError(
+            f"{ENV_PREFIX}{name} must be at least {MIN_HOOK_TOKEN} characters of A-Z, a-z, "
+            "0-9, '-', '_', '.' and '~' (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))' makes one)"
+        )
+    return raw
 
 
 def _mqtt_url(environ: Mapping[str, str], name: str) -> MqttUrl | None:
@@ -311,6 +339,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
         mqtt_url=_mqtt_url(env, "MQTT_URL"),
         mqtt_ca=_tls_file(env, "MQTT_CA"),
+        broker_hook_listen=_listen_address(env, "BROKER_HOOK_LISTEN", "") or None,
+        broker_hook_token=_hook_token(env, "BROKER_HOOK_TOKEN"),
         command_ttl_s=_bounded_int(
             env, "COMMAND_TTL", defaults.command_ttl_s, low=1, high=MAX_COMMAND_TTL_S
         ),
@@ -348,6 +378,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     if settings.mqtt_ca and (settings.mqtt_url is None or not settings.mqtt_url.tls):
         raise SettingsError(f"{ENV_PREFIX}MQTT_CA is for an mqtts:// {ENV_PREFIX}MQTT_URL only")
+    if settings.broker_hook_listen and not settings.broker_hook_token:
+        raise SettingsError(
+            f"{ENV_PREFIX}BROKER_HOOK_LISTEN needs {ENV_PREFIX}BROKER_HOOK_TOKEN: the token "
+            "its broker presents"
+        )
     if settings.default_page_size > settings.max_page_size:
         raise SettingsError(
             f"{ENV_PREFIX}DEFAULT_PAGE_SIZE ({settings.default_page_size}) must not exceed "

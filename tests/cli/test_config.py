@@ -254,3 +254,36 @@ def test_schedule_grace_and_check_default_to_ten_minutes_and_five_seconds():
 def test_a_bad_schedule_setting_is_refused_naming_it(variable, raw):
     with pytest.raises(SettingsError, match=f"DEVICECONTROL_{variable}"):
         load_settings({f"DEVICECONTROL_{variable}": raw})
+
+
+HOOK_TOKEN = "a" * 31 + "-_.~Z9"
+
+
+def test_the_broker_hook_is_off_by_default_and_listens_with_its_token():
+    assert load_settings({}).broker_hook_listen is None
+    settings = load_settings(
+        {
+            "DEVICECONTROL_BROKER_HOOK_LISTEN": "127.0.0.1:8883",
+            "DEVICECONTROL_BROKER_HOOK_TOKEN": HOOK_TOKEN,
+        }
+    )
+    assert (settings.broker_hook_listen, settings.broker_hook_token) == (
+        "127.0.0.1:8883",
+        HOOK_TOKEN,
+    )
+    assert HOOK_TOKEN not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        ({"DEVICECONTROL_BROKER_HOOK_LISTEN": "127.0.0.1:8883"}, "needs DEVICECONTROL_BROKER"),
+        ({"DEVICECONTROL_BROKER_HOOK_TOKEN": "a" * 31}, "at least 32 characters"),
+        ({"DEVICECONTROL_BROKER_HOOK_TOKEN": "a" * 32 + "/"}, "at least 32 characters"),
+        ({"DEVICECONTROL_BROKER_HOOK_LISTEN": "8883"}, "must be HOST:PORT"),
+    ],
+)
+def test_a_hook_without_a_usable_token_or_address_is_refused_without_echoing_it(environ, problem):
+    with pytest.raises(SettingsError, match=problem) as refused:
+        load_settings(environ)
+    assert "a" * 31 not in str(refused.value)

@@ -6,7 +6,8 @@ of a secret exists only while the command that sets it runs. So each of these co
 connects to the broker first (an unreachable one fails the command before anything is
 read), writes as usual, and sends the accounts (``devices/link/mosquitto/dynsec.py``) as
 the last step of its transaction: when the broker refuses, the transaction rolls back and
-the command fails with one line. Without an external broker they are the plain service calls.
+the command fails with one line. Without an external broker, or with a broker that asks the
+service (``DEVICECONTROL_BROKER_HOOK_LISTEN``), they are the plain service calls.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _pushing(runtime: Runtime, before_commit: BeforeCommit) -> Runtime:
 async def add_controller(runtime: Runtime, spec: ControllerSpec) -> None:
     """``provisioning.add_controller``, and the new device's account on the broker."""
     secret = spec.device_secret
-    if runtime.settings.mqtt_url is None or secret is None:
+    if not runtime.settings.pushes_device_accounts or secret is None:
         await provisioning.add_controller(runtime, spec)
         return
     async with dynsec.DynamicSecurity(runtime.settings) as broker:
@@ -77,7 +78,7 @@ async def import_controllers(
     device's replaces any the broker has; one registered before gets one only if the
     broker has none (so that importing an existing fleet's files moves it to the broker,
     and a rerun disconnects nobody)."""
-    stated = _stated_secrets(path) if runtime.settings.mqtt_url is not None else {}
+    stated = _stated_secrets(path) if runtime.settings.pushes_device_accounts else {}
     if not stated:
         return await provisioning.import_controllers(
             runtime, path, skip_invalid=skip_invalid, on_lines_read=on_lines_read
@@ -125,7 +126,7 @@ def _stated_secrets(path: Path) -> dict[str, str]:
 async def rotate_device_secret(runtime: Runtime, serial_number: str) -> str:
     """``identity.rotate_device_secret``; the broker takes the new secret before it is
     stored, and ends a connection made with the old one."""
-    if runtime.settings.mqtt_url is None:
+    if not runtime.settings.pushes_device_accounts:
         return await identity.rotate_device_secret(runtime, serial_number)
     async with dynsec.DynamicSecurity(runtime.settings) as broker:
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 
 import click
 
@@ -19,7 +20,7 @@ from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
 from devicecontrol.demo import data as demo_data
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.devices.link.supervisor import LinkProcess
+from devicecontrol.devices.link.supervisor import HOOK_MODULE, LinkProcess
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.observability.metrics import shared_metrics_directory
 from devicecontrol.runtime import Runtime
@@ -70,6 +71,7 @@ def serve(
     # /metrics sums the values of the workers and the device link
     with shared_metrics_directory(workers) as metrics_directory:
         link = _start_device_link(metrics_directory) if device_link else None
+        hook = _start_broker_hook(metrics_directory) if settings.broker_hook_listen else None
         simulated = None
         if demo and link and settings.mqtt_url is None:
             simulated = _start_demo_devices(settings.mqtt_listen)
@@ -84,7 +86,7 @@ def serve(
             # device connections, exit 0
             run_uvicorn(
                 "devicecontrol.app:create_app_from_environment",
-                on_stop=link.terminate if link is not None else None,
+                on_stop=partial(_terminate, link, hook),
                 factory=True,
                 host=host,
                 port=port,
@@ -102,6 +104,8 @@ def serve(
                 _stop(simulated)
             if link is not None:
                 link.stop()
+            if hook is not None:
+                hook.stop()
 
 
 def _start_device_link(metrics_directory: str) -> LinkProcess:
@@ -110,6 +114,22 @@ def _start_device_link(metrics_directory: str) -> LinkProcess:
     one-line error."""
     try:
         return LinkProcess.start(metrics_directory)
+    except LinkError as exc:
+        raise OperatorError(str(exc)) from None
+
+
+def _terminate(*helpers: LinkProcess | None) -> None:
+    """Ask the helper processes to stop alongside HTTP (from the signal handler)."""
+    for helper in helpers:
+        if helper is not None:
+            helper.terminate()
+
+
+def _start_broker_hook(metrics_directory: str) -> LinkProcess:
+    """The broker hook in a process of its own, listening before HTTP is; a taken port is
+    a one-line error."""
+    try:
+        return LinkProcess.start(metrics_directory, HOOK_MODULE)
     except LinkError as exc:
         raise OperatorError(str(exc)) from None
 

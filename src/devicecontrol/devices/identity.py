@@ -58,23 +58,29 @@ async def authenticate_device(
     client_id: str | None,
     username: str | None,
     password: str | None,
-    address: str,
+    address: str | None,
 ) -> DeviceIdentity | None:
     """The device, if its CONNECT proves it; None refuses it ("not authorized").
 
     The throttle is checked first. A refusal is audited, naming the serial only when it
-    matched a controller, and never the password.
+    matched a controller, and never the password. ``address`` None: the broker that asks
+    does not say where the device is (RabbitMQ's HTTP backend); no throttle then, since a
+    count per serial alone would let whoever knows a serial number keep its device out.
     """
     serial = username or ""
     settings = runtime.settings
     # the serial from this address: failures elsewhere never keep the device out
     by_serial = (DEVICE_SERIAL, f"{serial}@{address}")
-    by_address = (DEVICE_ADDRESS, address)
+    by_address = (DEVICE_ADDRESS, address or "")
     checks = [(by_serial, settings.throttle_device_per_serial),
               (by_address, settings.throttle_device_per_address)]  # fmt: skip
     # the right secret writes nothing: the throttle and the secret are read
     async with runtime.database.read() as connection:
-        wait = await throttling.seconds_until_allowed(connection, checks, utcnow())
+        wait = (
+            await throttling.seconds_until_allowed(connection, checks, utcnow())
+            if address is not None
+            else 0
+        )
         device = (
             await repository.find_device(connection, serial) if is_serial_number(serial) else None
         )
@@ -86,8 +92,9 @@ async def authenticate_device(
     elif proved and device is not None and client_id == serial:
         return DeviceIdentity.of(device)
     else:
-        async with runtime.database.write() as connection:
-            await throttling.record_failures(connection, [by_serial, by_address], utcnow())
+        if address is not None:
+            async with runtime.database.write() as connection:
+                await throttling.record_failures(connection, [by_serial, by_address], utcnow())
         reason = "wrong credentials"
     audit.record(
         "device_connect",

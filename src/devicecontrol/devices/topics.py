@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from devicecontrol.controllers.identity import is_serial_number
+
 
 class MessageKind(StrEnum):
     """What a device's publication is: a reading, or a command's result."""
@@ -16,6 +18,12 @@ class MessageKind(StrEnum):
     STATE = "state"
     RESULT = "result"
 
+
+# what the device link subscribes to on a broker, for every device (a shared subscription's
+# ``$share/<group>/`` before either is the same filter)
+DEVICE_PUBLICATIONS = ("devices/+/state", "devices/+/commands/result")
+SHARED = "$share/"
+BROKER_EVENTS = "$SYS/"  # a broker's own topics: who connected and left
 
 # what a device's publication is, by the last part of its topic
 _PUBLICATIONS = {"state": MessageKind.STATE, "commands/result": MessageKind.RESULT}
@@ -66,3 +74,20 @@ def _device_topic(topic: str) -> tuple[str | None, tuple[str, ...]]:
 def may_subscribe(serial_number: str, topic_filter: str) -> bool:
     """Only the device's own commands topic, spelled out (no wildcards)."""
     return topic_filter == commands_topic(serial_number)
+
+
+def link_may_publish(topic: str) -> bool:
+    """The link publishes commands, to one device's commands topic at a time."""
+    device = commanded_device(topic)
+    return device is not None and is_serial_number(device)
+
+
+def link_may_subscribe(topic_filter: str) -> bool:
+    """The devices' publications (shared or not) and the broker's own events."""
+    if topic_filter.startswith(BROKER_EVENTS):
+        return True
+    if topic_filter.startswith(SHARED):
+        group, _, topic_filter = topic_filter[len(SHARED) :].partition("/")
+        if not group:
+            return False
+    return topic_filter in DEVICE_PUBLICATIONS

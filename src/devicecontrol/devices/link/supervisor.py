@@ -1,7 +1,8 @@
-"""``serve``'s side of the device link's process (``process.py``): it starts the process,
-reads its first line (``ready``, or the one-line reason it cannot start), stops it, and
-starts it again should it ever end unasked, so that devices are never left without a
-broker. One link process, whatever the number of HTTP workers.
+"""``serve``'s side of its helper processes, the device link (``process.py``) and the
+broker hook (``hook/process.py``): it starts one, reads its first line (``ready``, or the
+one-line reason it cannot start), stops it, and starts it again should it ever end
+unasked, so that devices are never left without a broker nor a broker without its answers.
+One of each, whatever the number of HTTP workers.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import time
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.observability import metrics
 
-__all__ = ["READY", "LinkProcess"]
+__all__ = ["HOOK_MODULE", "LINK_MODULE", "READY", "LinkProcess"]
 
 READY = "ready"  # the link process's first line once it serves devices
 LINK_MODULE = "devicecontrol.devices.link.process"
+HOOK_MODULE = "devicecontrol.devices.hook.process"
+# what the log calls each
+NAMES = {LINK_MODULE: "the device link", HOOK_MODULE: "the broker hook"}
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15
 RESTART_DELAY_S = 1.0
@@ -30,19 +34,23 @@ logger = logging.getLogger("devicecontrol.devices.link")
 
 
 class LinkProcess:
-    """``serve``'s handle on the link's process, restarted should it ever end on its own."""
+    """``serve``'s handle on a helper process (the link's by default), restarted should it
+    ever end on its own."""
 
-    def __init__(self, process: subprocess.Popen[bytes], metrics_directory: str) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], metrics_directory: str, module: str
+    ) -> None:
         self.process = process
         self._metrics_directory = metrics_directory
+        self._module = module
         self._stopping = threading.Event()
         self._watchdog = threading.Thread(target=self._restart_when_ended, daemon=True)
         self._watchdog.start()
 
     @classmethod
-    def start(cls, metrics_directory: str) -> LinkProcess:
-        """The link, listening; ``LinkError`` with its one-line reason if it cannot."""
-        return cls(_spawn(metrics_directory), metrics_directory)
+    def start(cls, metrics_directory: str, module: str = LINK_MODULE) -> LinkProcess:
+        """The process, listening; ``LinkError`` with its one-line reason if it cannot."""
+        return cls(_spawn(metrics_directory, module), metrics_directory, module)
 
     def terminate(self) -> None:
         """Ask it to stop, without waiting (safe in a signal handler)."""
@@ -64,30 +72,32 @@ class LinkProcess:
             status = self.process.wait()
             if self._stopping.is_set():
                 return
-            logger.error("the device link ended unexpectedly (status %s); restarting it", status)
+            logger.error(
+                "%s ended unexpectedly (status %s); restarting it", NAMES[self._module], status
+            )
             while not self._stopping.wait(RESTART_DELAY_S):
                 try:
-                    self.process = _spawn(self._metrics_directory)
+                    self.process = _spawn(self._metrics_directory, self._module)
                     break
                 except LinkError as exc:
-                    logger.error("the device link cannot restart: %s", exc)
+                    logger.error("%s cannot restart: %s", NAMES[self._module], exc)
 
 
-def _spawn(metrics_directory: str) -> subprocess.Popen[bytes]:
+def _spawn(metrics_directory: str, module: str) -> subprocess.Popen[bytes]:
     environment = {**os.environ, metrics.MULTIPROC_DIR_VARIABLE: metrics_directory}
-    process = subprocess.Popen(  # noqa: S603 (this interpreter, this module)
-        [sys.executable, "-m", LINK_MODULE],
+    process = subprocess.Popen(  # noqa: S603 (this interpreter, our own module)
+        [sys.executable, "-m", module],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=environment,
     )
-    line = _first_line(process, START_TIMEOUT_S)
+    line = _first_line(process, module, START_TIMEOUT_S)
     if line == READY:
         return process
     with contextlib.suppress(ProcessLookupError):
         process.send_signal(signal.SIGTERM)
     _end(process)
-    raise LinkError(line or f"the device link did not start (status {process.returncode})")
+    raise LinkError(line or f"{NAMES[module]} did not start (status {process.returncode})")
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:
@@ -101,11 +111,11 @@ def _end(process: subprocess.Popen[bytes]) -> None:
             pipe.close()
 
 
-def _first_line(process: subprocess.Popen[bytes], timeout_s: float) -> str:
+def _first_line(process: subprocess.Popen[bytes], module: str, timeout_s: float) -> str:
     assert process.stdout is not None
     deadline = time.monotonic() + timeout_s
     while (remaining := deadline - time.monotonic()) > 0:
         readable, _, _ = select.select([process.stdout], [], [], remaining)
         if readable:
             return process.stdout.readline().decode("utf-8", "replace").strip()
-    return f"the device link did not start within {timeout_s} s"
+    return f"{NAMES[module]} did not start within {timeout_s} s"

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import aiomqtt
 
 from devicecontrol.config import MqttUrl
+from devicecontrol.devices import topics
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.connection import (
     one_line,
@@ -35,8 +36,7 @@ __all__ = ["PROBE_ID", "SESSION_ID", "KeptConnection"]
 
 SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
 PROBE_ID = f"{SESSION_ID}-probe"
-DEVICE_TOPICS = ("devices/+/state", "devices/+/commands/result")
-SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *DEVICE_TOPICS)
+SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *topics.DEVICE_PUBLICATIONS)
 TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
 LOG_CHECK_S = 10
 FIRST_RETRY_S = 1.0

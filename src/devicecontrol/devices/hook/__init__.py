@@ -1,0 +1,2 @@
+"""The broker hook: clustered brokers ask the service who may connect and which topics each
+may use (contract §9, "Brokers that ask the service")."""

@@ -1,0 +1,88 @@
+"""The broker hook's own process under ``serve`` (``DEVICECONTROL_BROKER_HOOK_LISTEN``): its
+listener, never the public HTTP port. It prints ``ready`` once it listens, or the one-line
+reason it cannot, as the device link's process does (``link/supervisor.py`` starts both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging.config
+import os
+import socket
+import sys
+
+import uvicorn
+
+from devicecontrol.collector import collect_garbage_for_a_service
+from devicecontrol.config import Settings, SettingsError, load_settings
+from devicecontrol.devices.hook.app import create_hook_app
+from devicecontrol.devices.link.supervisor import READY
+from devicecontrol.observability import metrics
+from devicecontrol.observability.logs import serve_logging_config
+from devicecontrol.runtime import Runtime
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _listening(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    return socket.create_server((host.strip("[]"), int(port)), reuse_port=False)
+
+
+async def _run(settings: Settings) -> int:
+    assert settings.broker_hook_listen is not None and settings.broker_hook_token is not None
+    try:
+        listener = _listening(settings.broker_hook_listen)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        _say(
+            f"cannot listen for the broker on {settings.broker_hook_listen} "
+            f"(DEVICECONTROL_BROKER_HOOK_LISTEN): {reason}"
+        )
+        return 1
+    runtime = Runtime.from_settings(settings)
+    app = create_hook_app(runtime, settings.broker_hook_token)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            lifespan="off",
+            access_log=False,  # a path may carry the token
+            log_config=None,
+            server_header=False,
+            proxy_headers=False,
+        )
+    )
+    loop = asyncio.get_running_loop()
+
+    def parent_gone() -> None:
+        if not os.read(sys.stdin.fileno(), 4096):  # end of file: serve is gone
+            loop.remove_reader(sys.stdin.fileno())
+            server.should_exit = True
+
+    loop.add_reader(sys.stdin.fileno(), parent_gone)
+    _say(READY)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    collect_garbage_for_a_service()
+    try:
+        await server.serve(sockets=[listener])  # SIGTERM and SIGINT stop it
+    finally:
+        await runtime.close()
+        metrics.mark_this_process_dead()
+    return 0
+
+
+def main() -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        _say(str(exc))
+        return 1
+    logging.config.dictConfig(serve_logging_config(settings.log_level, settings.log_format))
+    return asyncio.run(_run(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""``serve`` starts the broker hook in a process of its own when asked: a port it cannot
+have is one line on stderr and exit 1, before HTTP listens."""
+
+from __future__ import annotations
+
+import socket
+
+from tests.processes import free_port, run_cli
+
+TOKEN = "hook-token-of-the-serve-test-0123456789ab"
+
+
+def test_a_hook_port_already_taken_is_one_line_and_exit_1(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        hook = f"127.0.0.1:{taken.getsockname()[1]}"
+        env = {
+            "DEVICECONTROL_BROKER_HOOK_LISTEN": hook,
+            "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
+        }
+        result = run_cli(
+            "serve",
+            "--port",
+            str(free_port()),
+            "--no-device-link",
+            database_url=f"sqlite:///{tmp_path / 'hook.db'}",
+            env=env,
+            cwd=tmp_path,
+        )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot listen for the broker on {hook} (DEVICECONTROL_BROKER_HOOK_LISTEN): "
+        "Address already in use"
+    ], result.stderr
+    assert TOKEN not in result.stdout + result.stderr
+
+
+def test_with_the_hook_provisioning_pushes_no_account_to_the_broker(tmp_path):
+    """The broker asks the hook: ``controllers add`` and ``rotate-secret`` never contact it
+    (here no broker listens at DEVICECONTROL_MQTT_URL; without the hook both fail)."""
+    database_url = f"sqlite:///{tmp_path / 'accounts.db'}"
+    nobody = {"DEVICECONTROL_MQTT_URL": f"mqtt://link:secret@127.0.0.1:{free_port()}"}
+    hook = {
+        **nobody,
+        "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{free_port()}",
+        "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
+    }
+    add = ["controllers", "add", "PLUG-1", "--mac", "AABBCCDDEEFF", "--type", "smart_plug"]
+    refused = run_cli(*add, database_url=database_url, env=nobody, cwd=tmp_path)
+    assert refused.returncode == 1 and "broker" in refused.stderr, refused.stderr
+    added = run_cli(*add, database_url=database_url, env=hook, cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    rotate = ["controllers", "rotate-secret", "PLUG-1"]
+    assert run_cli(*rotate, database_url=database_url, env=nobody, cwd=tmp_path).returncode == 1
+    rotated = run_cli(*rotate, database_url=database_url, env=hook, cwd=tmp_path)
+    assert rotated.returncode == 0, rotated.stderr
