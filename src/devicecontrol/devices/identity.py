@@ -26,6 +26,10 @@ from devicecontrol.throttling import rules as throttling
 
 DEVICE_SERIAL = "device_serial"
 DEVICE_ADDRESS = "device_address"
+# a connect's one read: the device and its two throttles (per serial and address, and per
+# address), or the device alone when the broker does not say where it connects from
+_CONNECT_THROTTLED = repository.device_throttled_statement(throttling.over_limit(2))
+_CONNECT = repository.device_throttled_statement(throttling.over_limit(0))
 
 
 def new_device_secret() -> str:
@@ -74,19 +78,25 @@ async def authenticate_device(
     by_address = (DEVICE_ADDRESS, address or "")
     checks = [(by_serial, settings.throttle_device_per_serial),
               (by_address, settings.throttle_device_per_address)]  # fmt: skip
-    # the right secret writes nothing: the throttle and the secret are read
+    # the right secret writes nothing: the throttle and the secret are read, in one
+    # statement (a broker's hook answers thousands of these a second)
+    throttles = checks if address is not None else []
+    now = utcnow()
     async with runtime.database.read() as connection:
-        wait = (
-            await throttling.seconds_until_allowed(connection, checks, utcnow())
-            if address is not None
-            else 0
+        found = await repository.find_device_throttled(
+            connection,
+            _CONNECT_THROTTLED if throttles else _CONNECT,
+            serial if is_serial_number(serial) else "",
+            throttling.over_limit_parameters(throttles, now),
         )
-        device = (
-            await repository.find_device(connection, serial) if is_serial_number(serial) else None
-        )
+        if found is None:  # no such device: the throttle alone, for the audit's reason
+            device = None
+            throttled = await throttling.seconds_until_allowed(connection, throttles, now) > 0
+        else:
+            device, throttled = found
     stored = device.device_secret_digest if device is not None else None
     proved = tokens.matches_digest(password or "", stored)
-    if wait:
+    if throttled:
         THROTTLED.labels("device connects").inc()
         reason = "throttled"
     elif proved and device is not None and client_id == serial:

@@ -4,27 +4,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, delete, func, insert, literal, select
+from sqlalchemy import BigInteger, and_, delete, func, insert, literal, or_, select
+from sqlalchemy.sql.selectable import ScalarSelect
 
 from devicecontrol.database.engine import Reader, Writer
 from devicecontrol.database.tables import throttle_failures
 
 
-async def failure_times(
-    connection: Reader, scope: str, subject_digest: str, *, since: datetime
-) -> list[datetime]:
-    """When the subject failed after ``since``, oldest first."""
+async def failure_times_of(
+    connection: Reader, subjects: Sequence[tuple[str, str, datetime]]
+) -> list[tuple[str, str, datetime]]:
+    """(scope, subject digest, when) of each subject's failures after its own ``since``
+    (one statement for all of them), oldest first."""
     query = (
-        select(throttle_failures.c.created_at)
+        select(
+            throttle_failures.c.scope,
+            throttle_failures.c.subject_digest,
+            throttle_failures.c.created_at,
+        )
+        .where(
+            or_(
+                *[
+                    and_(
+                        throttle_failures.c.scope == scope,
+                        throttle_failures.c.subject_digest == subject_digest,
+                        throttle_failures.c.created_at > since,
+                    )
+                    for scope, subject_digest, since in subjects
+                ]
+            )
+        )
+        .order_by(throttle_failures.c.created_at)
+    )
+    rows = await connection.execute(query)
+    return [(row.scope, row.subject_digest, row.created_at) for row in rows]
+
+
+def failures_since(scope: Any, subject_digest: Any, since: Any) -> ScalarSelect[int]:
+    """How many failures the subject had after ``since`` (values or bind parameters): a
+    scalar subquery, for a statement that reads something else beside the throttle."""
+    return (
+        select(func.count())
         .where(
             throttle_failures.c.scope == scope,
             throttle_failures.c.subject_digest == subject_digest,
             throttle_failures.c.created_at > since,
         )
-        .order_by(throttle_failures.c.created_at)
+        .scalar_subquery()
     )
-    return list((await connection.execute(query)).scalars())
 
 
 async def lock_keys(connection: Writer, keys: Sequence[int]) -> None:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, bindparam, false, or_
 
 from devicecontrol.auth.tokens import digest
 from devicecontrol.config import ThrottleRule
@@ -32,19 +35,12 @@ CLIENT_ADDRESS = "client_address"
 Subject = tuple[str, str]  # (scope, subject)
 
 
-async def _seconds_until_allowed(
-    connection: Reader, subject: Subject, rule: ThrottleRule, now: datetime
-) -> int:
+def _seconds_until_allowed(failures: list[datetime], rule: ThrottleRule, now: datetime) -> int:
     """0 when another attempt is allowed, else how long until enough failures age out."""
-    scope, name = subject
-    window = timedelta(seconds=rule.window_s)
-    failures = await throttle_repository.failure_times(
-        connection, scope, digest(name), since=now - window
-    )
     if len(failures) < rule.limit:
         return 0
     frees_a_slot = failures[len(failures) - rule.limit]
-    return max(1, int((frees_a_slot + window - now).total_seconds()) + 1)
+    return max(1, int((frees_a_slot + timedelta(seconds=rule.window_s) - now).total_seconds()) + 1)
 
 
 async def _lock_subjects(connection: Writer, subjects: Sequence[Subject]) -> None:
@@ -82,14 +78,59 @@ async def ensure_allowed(
 async def seconds_until_allowed(
     connection: Reader, checks: Sequence[tuple[Subject, ThrottleRule]], now: datetime
 ) -> int:
-    """0 when every subject may try again, else how long until all of them may: a read
-    alone, for callers whose success must write nothing (a device's connect). Without the
-    locks of ``ensure_allowed``, failures racing each other may pass the limit by as many
-    as race."""
-    wait = 0
-    for subject, rule in checks:
-        wait = max(wait, await _seconds_until_allowed(connection, subject, rule, now))
-    return wait
+    """0 when every subject may try again, else how long until all of them may (one
+    statement). ``ensure_allowed``'s check, under its locks."""
+    if not checks:
+        return 0
+    digests = [(scope, digest(name)) for (scope, name), _ in checks]
+    asked = [
+        (scope, subject_digest, now - timedelta(seconds=rule.window_s))
+        for (scope, subject_digest), (_, rule) in zip(digests, checks, strict=True)
+    ]
+    failures: dict[tuple[str, str], list[datetime]] = {key: [] for key in digests}
+    for scope, subject_digest, when in await throttle_repository.failure_times_of(
+        connection, asked
+    ):
+        failures[(scope, subject_digest)].append(when)
+    return max(
+        _seconds_until_allowed(failures[key], rule, now)
+        for key, (_, rule) in zip(digests, checks, strict=True)
+    )
+
+
+def over_limit(subjects: int) -> ColumnElement[bool]:
+    """Whether any of ``subjects`` subjects has used up its failures, as an expression
+    with bind parameters (``over_limit_parameters`` gives their values), for a statement
+    prepared once that reads something else too (a device's connect: its secret and its
+    throttle in one read, and nothing written when it succeeds). Without the locks of
+    ``ensure_allowed``, failures racing each other may pass the limit by as many as race.
+    False for no subjects."""
+    if not subjects:
+        return false()
+    return or_(
+        *[
+            throttle_repository.failures_since(
+                bindparam(f"throttle_{n}_scope"),
+                bindparam(f"throttle_{n}_subject"),
+                bindparam(f"throttle_{n}_since"),
+            )
+            >= bindparam(f"throttle_{n}_limit")
+            for n in range(subjects)
+        ]
+    )
+
+
+def over_limit_parameters(
+    checks: Sequence[tuple[Subject, ThrottleRule]], now: datetime
+) -> dict[str, Any]:
+    """The values of ``over_limit(len(checks))``'s parameters."""
+    parameters: dict[str, Any] = {}
+    for n, ((scope, name), rule) in enumerate(checks):
+        parameters[f"throttle_{n}_scope"] = scope
+        parameters[f"throttle_{n}_subject"] = digest(name)
+        parameters[f"throttle_{n}_since"] = now - timedelta(seconds=rule.window_s)
+        parameters[f"throttle_{n}_limit"] = rule.limit
+    return parameters
 
 
 async def record_failures(
