@@ -8,6 +8,7 @@ from typing import Literal
 import msgspec
 from litestar import post
 from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from devicecontrol.devices.hook import rules
 from devicecontrol.runtime import Runtime
@@ -38,7 +39,7 @@ def _answer(allowed: bool) -> Answer:
 
 
 @post("/mqtt/authenticate", status_code=200, include_in_schema=False)
-async def authenticate(data: Authentication, runtime: NamedDependency[Runtime]) -> Answer:
+async def authenticate(data: JSONBody[Authentication], runtime: NamedDependency[Runtime]) -> Answer:
     allowed = await rules.may_connect(
         runtime,
         client_id=data.clientid,
@@ -50,7 +51,7 @@ async def authenticate(data: Authentication, runtime: NamedDependency[Runtime]) 
 
 
 @post("/mqtt/authorize", status_code=200, include_in_schema=False)
-async def authorize(data: Authorization, runtime: NamedDependency[Runtime]) -> Answer:
+async def authorize(data: JSONBody[Authorization], runtime: NamedDependency[Runtime]) -> Answer:
     settings = runtime.settings
     if data.action == "publish":
         return _answer(rules.may_publish(settings, data.username, data.topic, data.clientid))
