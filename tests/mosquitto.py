@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.processes import free_port
+from tests.tls import ServerCertificate
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 START_TIMEOUT_S = 10
@@ -103,16 +104,20 @@ queue_qos0_messages true
 class DynsecMosquitto(Mosquitto):
     """A private Mosquitto with the dynamic-security plugin, set up as OPERATIONS.md says."""
 
+    ca: Path | None = None  # its listener speaks TLS only, with a certificate of this CA
+
     @property
     def url(self) -> str:
         """DEVICECONTROL_MQTT_URL for the service's user."""
-        return f"mqtt://{SERVICE_USER}:{SERVICE_PASSWORD}@127.0.0.1:{self.port}"
+        scheme = "mqtts" if self.ca is not None else "mqtt"
+        return f"{scheme}://{SERVICE_USER}:{SERVICE_PASSWORD}@127.0.0.1:{self.port}"
 
     def ctrl(self, *args: str) -> str:
         """``mosquitto_ctrl dynsec ARGS`` as the broker's administrator."""
         result = subprocess.run(
             [MOSQUITTO_CTRL, "-h", "127.0.0.1", "-p", str(self.port), "-u", ADMIN,
-             "-P", ADMIN_PASSWORD, "dynsec", *args],
+             "-P", ADMIN_PASSWORD,
+             *(["--cafile", str(self.ca)] if self.ca is not None else []), "dynsec", *args],
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
         assert result.returncode == 0, f"mosquitto_ctrl {args}: {result.stdout}{result.stderr}"
@@ -132,9 +137,12 @@ def wait_for_port(process: subprocess.Popen[bytes], port: int) -> None:
 
 
 @contextmanager
-def dynsec_mosquitto(workdir: Path) -> Iterator[DynsecMosquitto]:
+def dynsec_mosquitto(
+    workdir: Path, tls: ServerCertificate | None = None
+) -> Iterator[DynsecMosquitto]:
     """Yield a Mosquitto 2 on a free port with dynamic security, its log on $SYS topics and
-    the service's user (``DynsecMosquitto.url``); persistent, so that it can be restarted."""
+    the service's user (``DynsecMosquitto.url``); persistent, so that it can be restarted.
+    With ``tls``, its listener speaks TLS only, with that certificate."""
     workdir.mkdir(parents=True, exist_ok=True)
     dynsec_file = workdir / "dynamic-security.json"
     subprocess.run(
@@ -142,10 +150,14 @@ def dynsec_mosquitto(workdir: Path) -> Iterator[DynsecMosquitto]:
         capture_output=True, timeout=30, check=True,
     )  # fmt: skip
     broker = DynsecMosquitto(workdir, free_port())
+    broker.ca = tls.ca if tls is not None else None
     # run as root (CI's user), Mosquitto would switch to "mosquitto", who cannot write here
     run_as = "user root\n" if os.geteuid() == 0 else ""
+    tls_lines = (
+        f"cafile {tls.ca}\ncertfile {tls.cert}\nkeyfile {tls.key}\n" if tls is not None else ""
+    )
     (workdir / "mosquitto.conf").write_text(
-        f"listener {broker.port} 127.0.0.1\n{SERVICE_BROKER_SETTINGS}"
+        f"listener {broker.port} 127.0.0.1\n{tls_lines}{SERVICE_BROKER_SETTINGS}"
         f"plugin {DYNSEC_PLUGIN}\nplugin_opt_config_file {dynsec_file}\n"
         f"persistence true\npersistence_location {workdir}/\n{run_as}"
         f"log_dest file {workdir / 'mosquitto.log'}\n",

@@ -107,6 +107,8 @@ class Settings:
     # default, and the token its broker presents
     broker_hook_listen: str | None = None
     broker_hook_token: str | None = field(default=None, repr=False)
+    broker_hook_tls_cert: str | None = None
+    broker_hook_tls_key: str | None = None
     command_ttl_s: int = 300
     send_wait_ms: int = 3000
     # commands are pushed (notifications.py); this slow sweep finds what a lost
@@ -341,6 +343,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_ca=_tls_file(env, "MQTT_CA"),
         broker_hook_listen=_listen_address(env, "BROKER_HOOK_LISTEN", "") or None,
         broker_hook_token=_hook_token(env, "BROKER_HOOK_TOKEN"),
+        broker_hook_tls_cert=_tls_file(env, "BROKER_HOOK_TLS_CERT"),
+        broker_hook_tls_key=_tls_file(env, "BROKER_HOOK_TLS_KEY"),
         command_ttl_s=_bounded_int(
             env, "COMMAND_TTL", defaults.command_ttl_s, low=1, high=MAX_COMMAND_TTL_S
         ),
@@ -378,6 +382,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     if settings.mqtt_ca and (settings.mqtt_url is None or not settings.mqtt_url.tls):
         raise SettingsError(f"{ENV_PREFIX}MQTT_CA is for an mqtts:// {ENV_PREFIX}MQTT_URL only")
+    if bool(settings.broker_hook_tls_cert) != bool(settings.broker_hook_tls_key):
+        raise SettingsError(
+            f"{ENV_PREFIX}BROKER_HOOK_TLS_CERT and {ENV_PREFIX}BROKER_HOOK_TLS_KEY go "
+            "together: set both or none"
+        )
     if settings.broker_hook_listen and not settings.broker_hook_token:
         raise SettingsError(
             f"{ENV_PREFIX}BROKER_HOOK_LISTEN needs {ENV_PREFIX}BROKER_HOOK_TOKEN: the token "

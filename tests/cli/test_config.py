@@ -287,3 +287,12 @@ def test_a_hook_without_a_usable_token_or_address_is_refused_without_echoing_it(
     with pytest.raises(SettingsError, match=problem) as refused:
         load_settings(environ)
     assert "a" * 31 not in str(refused.value)
+
+
+def test_the_hooks_certificate_and_key_go_together(tmp_path):
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    with pytest.raises(SettingsError, match=r"BROKER_HOOK_TLS_CERT and .*go together"):
+        load_settings({"DEVICECONTROL_BROKER_HOOK_TLS_CERT": str(cert)})
+    with pytest.raises(SettingsError, match="no such file"):
+        load_settings({"DEVICECONTROL_BROKER_HOOK_TLS_KEY": str(tmp_path / "missing.pem")})

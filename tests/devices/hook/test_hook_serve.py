@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import socket
 
-from tests.processes import free_port, run_cli
+import httpx
+import pytest
+
+from tests.processes import free_port, run_cli, running_server
+from tests.tls import server_certificate
 
 TOKEN = "hook-token-of-the-serve-test-0123456789ab"
 
@@ -55,3 +59,47 @@ def test_with_the_hook_provisioning_pushes_no_account_to_the_broker(tmp_path):
     assert run_cli(*rotate, database_url=database_url, env=nobody, cwd=tmp_path).returncode == 1
     rotated = run_cli(*rotate, database_url=database_url, env=hook, cwd=tmp_path)
     assert rotated.returncode == 0, rotated.stderr
+
+
+def test_the_hook_speaks_tls_with_its_certificate_and_only_tls(tmp_path):
+    certificate = server_certificate(tmp_path / "tls")
+    hook = f"127.0.0.1:{free_port()}"
+    env = {
+        "DEVICECONTROL_BROKER_HOOK_LISTEN": hook,
+        "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
+        "DEVICECONTROL_BROKER_HOOK_TLS_CERT": str(certificate.cert),
+        "DEVICECONTROL_BROKER_HOOK_TLS_KEY": str(certificate.key),
+    }
+    url = f"sqlite:///{tmp_path / 'tls.db'}"
+    with running_server(url, tmp_path, env=env):
+        with httpx.Client(verify=str(certificate.ca), timeout=5) as trusting:
+            assert trusting.post(f"https://{hook}/mqtt/authenticate", json={}).status_code == 401
+            answer = trusting.post(
+                f"https://{hook}/{TOKEN}/rabbitmq/user", data={"username": "X", "password": "y"}
+            )
+            assert answer.status_code == 200 and answer.text == "deny"
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"http://{hook}/mqtt/authenticate", json={}, timeout=5)
+
+
+def test_an_unusable_hook_certificate_is_one_line_and_exit_1(tmp_path):
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    env = {
+        "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{free_port()}",
+        "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
+        "DEVICECONTROL_BROKER_HOOK_TLS_CERT": str(garbage),
+        "DEVICECONTROL_BROKER_HOOK_TLS_KEY": str(garbage),
+    }
+    result = run_cli(
+        "serve",
+        "--port",
+        str(free_port()),
+        "--no-device-link",
+        database_url=f"sqlite:///{tmp_path / 'bad.db'}",
+        env=env,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.splitlines()
+    assert "DEVICECONTROL_BROKER_HOOK_TLS_CERT" in line

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import ssl
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -48,6 +49,7 @@ from tests.factories import (
 from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto, dynsec_mosquitto
 from tests.processes import Server, free_port, run_cli, running_server
 from tests.tcp_proxy import tcp_proxy
+from tests.tls import private_ca, server_certificate
 
 SERIAL, OTHER = "PLUG-X1", "PLUG-X2"
 SECRET = "device-secret-0123456789abcdef"
@@ -124,9 +126,8 @@ def serving(broker: DynsecMosquitto, database_url: str, workdir: Path) -> Iterat
 
 def device(broker: DynsecMosquitto, serial: str = SERIAL, secret: str = SECRET, **options: Any):
     options.setdefault("identifier", serial)
-    return aiomqtt.Client(
-        "127.0.0.1", broker.port, username=serial, password=secret, timeout=5, **options
-    )
+    options.setdefault("timeout", 5)
+    return aiomqtt.Client("127.0.0.1", broker.port, username=serial, password=secret, **options)
 
 
 def fetch(server: Server, bearer: str, serial: str = SERIAL) -> dict[str, Any]:
@@ -593,3 +594,43 @@ async def test_a_replay_is_adopted_only_if_it_holds_the_links_own_end(sqlite_url
         assert link.connections["BACK-1"].subscribed  # taken as subscribed: at least once
     finally:
         await runtime.close()
+
+
+# --- TLS between the pieces --------------------------------------------------------------
+
+
+async def test_over_tls_the_cli_the_link_and_the_devices_reach_mosquitto_and_trust_only_its_ca(
+    sqlite_url, tmp_path
+):
+    """mqtts:// with DEVICECONTROL_MQTT_CA: the operators' command and the link check the
+    broker's certificate against the private CA; devices connect over TLS only."""
+    certificate = server_certificate(tmp_path / "tls")
+    stranger, _ = private_ca(tmp_path / "other", "stranger")
+    with dynsec_mosquitto(tmp_path / "mosquitto", tls=certificate) as broker:
+        env = {"DEVICECONTROL_MQTT_URL": broker.url, "DEVICECONTROL_MQTT_CA": str(certificate.ca)}
+        async with database(sqlite_url) as runtime:
+            await make_client(runtime)
+            await make_user(runtime, OWNER)
+        add = ["controllers", "add", SERIAL, "--mac", "AABBCCDDEE00", "--type", "smart_plug",
+               "--owner", OWNER, "--device-secret", SECRET]  # fmt: skip
+        untrusted = run_cli(
+            *add, database_url=sqlite_url, env={**env, "DEVICECONTROL_MQTT_CA": str(stranger)}
+        )
+        assert untrusted.returncode == 1 and "certificate" in untrusted.stderr, untrusted.stderr
+        assert len(untrusted.stderr.splitlines()) == 1
+        added = run_cli(*add, database_url=sqlite_url, env=env)
+        assert added.returncode == 0, added.stderr
+        workdir = tmp_path / "serve"
+        workdir.mkdir()
+        with running_server(sqlite_url, workdir, env=env, device_link=True) as server:
+            bearer = served_token(server, OWNER)
+            trusting = ssl.create_default_context(cafile=str(certificate.ca))
+            async with device(broker, tls_context=trusting) as plug:
+                reading = b'{"relay_state": "on", "power": [3]}'
+                await plug.publish(f"devices/{SERIAL}/state", reading)
+                shown = await eventually(lambda: fetch(server, bearer).get("relay_state"))
+                assert shown == "on"
+            with pytest.raises(aiomqtt.MqttError):
+                async with device(broker, timeout=2):  # no TLS: the listener speaks TLS only
+                    pass
+        assert "Traceback" not in server.stderr()

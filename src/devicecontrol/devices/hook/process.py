@@ -9,6 +9,7 @@ import asyncio
 import logging.config
 import os
 import socket
+import ssl
 import sys
 
 import uvicorn
@@ -58,16 +59,27 @@ async def _run(settings: Settings) -> int:
         return 1
     runtime = Runtime.from_settings(settings)
     app = create_hook_app(runtime, settings.broker_hook_token)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            lifespan="off",
-            access_log=False,  # a path may carry the token
-            log_config=None,
-            server_header=False,
-            proxy_headers=False,
-        )
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        access_log=False,  # a path may carry the token
+        log_config=None,
+        server_header=False,
+        proxy_headers=False,
+        ssl_certfile=settings.broker_hook_tls_cert,
+        ssl_keyfile=settings.broker_hook_tls_key,
     )
+    try:
+        config.load()  # the certificate and key read now: unusable ones are one line
+    except (OSError, ssl.SSLError) as exc:
+        listener.close()
+        await runtime.close()
+        _say(
+            "the broker hook's certificate or key (DEVICECONTROL_BROKER_HOOK_TLS_CERT, _KEY) "
+            f"cannot be used: {' '.join(str(exc).split())}"
+        )
+        return 1
+    server = uvicorn.Server(config)
     loop = asyncio.get_running_loop()
 
     def parent_gone() -> None:
