@@ -1,4 +1,4 @@
-"""Private RabbitMQ nodes for the tests (never the machine's shared one on 5672): Debian's
+"""Private RabbitMQ clusters for the tests (never the machine's shared one on 5672): Debian's
 ``rabbitmq-server`` with a node name, ports, data and log directories, plugins and a
 configuration of the test's own, the MQTT plugin asking the service's broker hook through
 the HTTP auth backend (the configuration docs/OPERATIONS.md gives).
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.processes import free_port
+from tests.tls import ServerCertificate
 
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 30
@@ -34,6 +35,7 @@ class RabbitNode:
     directory: Path
     amqp_port: int
     mqtt_port: int
+    mqtts_port: int | None  # MQTT over TLS, on a node given a certificate
 
     def log(self) -> str:
         logs = sorted((self.directory / "log").glob("*.log"))
@@ -54,29 +56,62 @@ def _answers(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _ctl(node: RabbitNode, *args: str) -> None:
+    done = subprocess.run(
+        ["rabbitmqctl", "-n", node.name, *args],
+        capture_output=True,
+        text=True,
+        timeout=STOP_TIMEOUT_S * 2,
+        check=False,
+    )
+    assert done.returncode == 0, f"rabbitmqctl {args}: {done.stdout}{done.stderr}"
+
+
+def _wait_for(node: RabbitNode, port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not _answers(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"RabbitMQ node {node.name} did not start:\n{node.log()}")
+        time.sleep(0.25)
+
+
 @contextmanager
-def private_rabbitmq(hook_base_url: str, token: str) -> Iterator[RabbitNode]:
-    """A one-node RabbitMQ whose MQTT listener asks the hook at ``hook_base_url``."""
+def _node(
+    hook_base_url: str, token: str, tls: ServerCertificate | None
+) -> Iterator[tuple[RabbitNode, subprocess.Popen[bytes]]]:
+    """A node started (not yet answering: ``_wait_for``), stopped and removed at the end."""
     directory = Path(tempfile.mkdtemp(prefix="devicecontrol-rabbitmq-"))
     node = RabbitNode(
         f"devicecontrol-test-{os.getpid()}-{free_port()}@localhost",
         directory,
         free_port(),
         free_port(),
+        free_port() if tls is not None else None,
     )
+    tls_lines = ""
+    if tls is not None:  # the files where the node's user can read them
+        for name, source in (("ca", tls.ca), ("cert", tls.cert), ("key", tls.key)):
+            shutil.copy(source, directory / f"{name}.pem")
+        tls_lines = (
+            f"mqtt.listeners.ssl.default = 127.0.0.1:{node.mqtts_port}\n"
+            f"ssl_options.cacertfile = {directory / 'ca.pem'}\n"
+            f"ssl_options.certfile = {directory / 'cert.pem'}\n"
+            f"ssl_options.keyfile = {directory / 'key.pem'}\n"
+            "ssl_options.verify = verify_none\n"
+            "ssl_options.fail_if_no_peer_cert = false\n"
+        )
     (directory / "rabbitmq.conf").write_text(
         f"listeners.tcp.default = 127.0.0.1:{node.amqp_port}\n"
         f"mqtt.listeners.tcp.default = 127.0.0.1:{node.mqtt_port}\n"
         "mqtt.allow_anonymous = false\n"
         "auth_backends.1 = http\n"
-        "auth_http.http_method = post\n" + hook_configuration(hook_base_url, token),
+        "auth_http.http_method = post\n" + hook_configuration(hook_base_url, token) + tls_lines,
         encoding="utf-8",
     )
     (directory / "enabled_plugins").write_text(f"[{','.join(PLUGINS)}].\n", encoding="utf-8")
     for part in ("mnesia", "log"):
         (directory / part).mkdir()
-    shutil.chown(directory, "rabbitmq", "rabbitmq")
-    for path in directory.rglob("*"):
+    for path in (directory, *directory.rglob("*")):
         shutil.chown(path, "rabbitmq", "rabbitmq")
     environment = {
         **os.environ,
@@ -95,12 +130,7 @@ def private_rabbitmq(hook_base_url: str, token: str) -> Iterator[RabbitNode]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers(node.mqtt_port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"RabbitMQ node {node.name} did not start:\n{node.log()}")
-            time.sleep(0.25)
-        yield node
+        yield node, process
     finally:
         subprocess.run(
             ["rabbitmqctl", "-n", node.name, "stop"],
@@ -115,3 +145,22 @@ def private_rabbitmq(hook_base_url: str, token: str) -> Iterator[RabbitNode]:
             os.killpg(process.pid, 9)
             process.wait()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def private_rabbitmq_cluster(
+    hook_base_url: str, token: str, *, tls: ServerCertificate | None = None
+) -> Iterator[tuple[RabbitNode, RabbitNode]]:
+    """Two nodes in one cluster, both asking the hook at ``hook_base_url``; the first also
+    speaks MQTT over TLS with ``tls``'s certificate. Started side by side (about 10 s),
+    then the second joins the first."""
+    with (
+        _node(hook_base_url, token, tls) as (first, first_process),
+        _node(hook_base_url, token, None) as (second, second_process),
+    ):
+        _wait_for(first, first.mqtt_port, first_process)
+        _wait_for(second, second.mqtt_port, second_process)
+        for step in (["stop_app"], ["reset"], ["join_cluster", first.name], ["start_app"]):
+            _ctl(second, *step)
+        _wait_for(second, second.mqtt_port, second_process)
+        yield first, second
