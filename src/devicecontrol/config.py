@@ -15,6 +15,8 @@ DEFAULT_DATABASE_URL = "sqlite:///./devicecontrol.db"
 DEFAULT_MQTT_LISTEN = "127.0.0.1:1884"
 # DEVICECONTROL_MQTT_URL: the external broker's schemes and their default ports
 MQTT_URL_PORTS = {"mqtt": 1883, "mqtts": 8883}
+# DEVICECONTROL_AMQP_URL: RabbitMQ, which the link then reads over AMQP
+AMQP_URL_PORTS = {"amqp": 5672, "amqps": 5671}
 MIN_HOOK_TOKEN = 32
 HOOK_TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~-]+")
 MAX_COMMAND_TTL_S = 86400
@@ -61,9 +63,10 @@ class MqttUrl:
     port: int
     username: str
     password: str = field(repr=False)
+    protocol: str = "mqtt"  # or "amqp" (``DEVICECONTROL_AMQP_URL``)
 
     def __str__(self) -> str:
-        scheme = "mqtts" if self.tls else "mqtt"
+        scheme = self.protocol + ("s" if self.tls else "")
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{self.username}@{host}:{self.port}"
 
@@ -103,6 +106,9 @@ class Settings:
     # checks its certificate (mqtts; the system's store when None)
     mqtt_url: MqttUrl | None = None
     mqtt_ca: str | None = None
+    # RabbitMQ instead (its MQTT plugin for the devices): the link reads and publishes over
+    # AMQP; the devices' identity is the broker hook's
+    amqp_url: MqttUrl | None = None
     # the broker hook (contract §9, brokers that ask the service): its own listener, off by
     # default, and the token its broker presents
     broker_hook_listen: str | None = None
@@ -126,6 +132,11 @@ class Settings:
     # no variable sets it: every serve has the web app. The API's in-process tests build an
     # app per test, and Litestar registering the web app's routes doubled that cost
     web_app: bool = True
+
+    @property
+    def link_account(self) -> MqttUrl | None:
+        """The external broker's URL whose user and password are the link's own."""
+        return self.amqp_url or self.mqtt_url
 
     @property
     def pushes_device_accounts(self) -> bool:
@@ -241,23 +252,27 @@ def _hook_token(environ: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
-def _mqtt_url(environ: Mapping[str, str], name: str) -> MqttUrl | None:
-    """mqtt://user:pass@host[:port] or mqtts://...; user and password URL-decoded.
+def _mqtt_url(
+    environ: Mapping[str, str], name: str, ports: Mapping[str, int] = MQTT_URL_PORTS
+) -> MqttUrl | None:
+    """mqtt://user:pass@host[:port] or mqtts://... (amqp:// or amqps:// for ``ports``
+    AMQP_URL_PORTS); user and password URL-decoded.
 
     A bad value is reported without echoing it: it may hold the broker's password.
     """
     raw = environ.get(ENV_PREFIX + name, "").strip()
     if not raw:
         return None
-    shape = f"{ENV_PREFIX}{name} must be mqtt://USER:PASSWORD@HOST[:PORT] or mqtts://..."
+    plain, secure = ports
+    shape = f"{ENV_PREFIX}{name} must be {plain}://USER:PASSWORD@HOST[:PORT] or {secure}://..."
     try:
         parts = urlsplit(raw)
         port = parts.port
     except ValueError:
         raise SettingsError(f"{shape} (the port is not a number from 1 to 65535)") from None
     scheme = parts.scheme.lower()
-    if scheme not in MQTT_URL_PORTS:
-        raise SettingsError(f"{shape} (the scheme is neither mqtt nor mqtts)")
+    if scheme not in ports:
+        raise SettingsError(f"{shape} (the scheme is neither {plain} nor {secure})")
     if not parts.hostname:
         raise SettingsError(f"{shape} (no host)")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
@@ -267,11 +282,12 @@ def _mqtt_url(environ: Mapping[str, str], name: str) -> MqttUrl | None:
     if port == 0:
         raise SettingsError(f"{shape} (the port is not a number from 1 to 65535)")
     return MqttUrl(
-        tls=scheme == "mqtts",
+        tls=scheme == secure,
         host=parts.hostname,
-        port=port or MQTT_URL_PORTS[scheme],
+        port=port or ports[scheme],
         username=unquote(parts.username),
         password=unquote(parts.password),
+        protocol=plain,
     )
 
 
@@ -341,6 +357,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_tls_key=_tls_file(env, "MQTT_TLS_KEY"),
         mqtt_url=_mqtt_url(env, "MQTT_URL"),
         mqtt_ca=_tls_file(env, "MQTT_CA"),
+        amqp_url=_mqtt_url(env, "AMQP_URL", AMQP_URL_PORTS),
         broker_hook_listen=_listen_address(env, "BROKER_HOOK_LISTEN", "") or None,
         broker_hook_token=_hook_token(env, "BROKER_HOOK_TOKEN"),
         broker_hook_tls_cert=_tls_file(env, "BROKER_HOOK_TLS_CERT"),
@@ -386,6 +403,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             f"{ENV_PREFIX}BROKER_HOOK_TLS_CERT and {ENV_PREFIX}BROKER_HOOK_TLS_KEY go "
             "together: set both or none"
+        )
+    if settings.amqp_url is not None and settings.mqtt_url is not None:
+        raise SettingsError(
+            f"{ENV_PREFIX}AMQP_URL and {ENV_PREFIX}MQTT_URL name the link's broker: set one"
         )
     if settings.broker_hook_listen and not settings.broker_hook_token:
         raise SettingsError(

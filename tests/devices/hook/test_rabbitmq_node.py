@@ -1,9 +1,11 @@
-"""The broker hook behind a real two-node RabbitMQ cluster (its MQTT plugin and HTTP auth
-backend), with a real ``serve`` answering the hook: devices as real MQTT clients on either
-node are let in, kept to their own topics and refused after a rotation by the cluster
-itself, through the hook; one connects over TLS; the service's own account publishes a
-command on one node that reaches a device on the other. One cluster for the whole test:
-each node takes about 10 s to start.
+"""The broker hook and the device link behind a real two-node RabbitMQ cluster (its MQTT
+plugin, HTTP auth backend and event exchange), with real ``serve`` processes: devices as
+real MQTT clients on either node are let in, kept to their own topics and refused after a
+rotation by the cluster itself, through the hook; one connects over TLS; the service's own
+account publishes a command on one node that reaches a device on the other. Then a
+``serve`` whose link reads the cluster over AMQP stores a device's reading, follows its
+``online``, and delivers a command whose result comes back. One cluster for the whole
+test: each node takes about 10 s to start.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import pytest
 from devicecontrol.config import Settings
 from devicecontrol.devices.identity import rotate_device_secret
 from devicecontrol.runtime import Runtime
-from tests.factories import make_controller
-from tests.processes import free_port, running_server
+from tests.devices.link.support import OWNER, eventually, served_token, switch_command
+from tests.factories import make_client, make_controller, make_user
+from tests.processes import Server, free_port, running_server
 from tests.rabbitmq import private_rabbitmq_cluster
 from tests.tls import server_certificate
 
@@ -41,6 +44,28 @@ def client(port: int, name: str, secret: str, **options) -> aiomqtt.Client:
         timeout=WAIT_S,
         **options,
     )
+
+
+def fetch(server: Server, bearer: str) -> dict:
+    """POST /v1/provider/fetch of PLUG-2: its latest reading and ``online``."""
+    answer = httpx.post(
+        f"{server.base_url}/v1/provider/fetch",
+        json={"serial_number": "PLUG-2"},
+        headers={"Authorization": f"Bearer {bearer}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["provider"]
+
+
+def status_of(server: Server, bearer: str, command_id: str) -> str:
+    answer = httpx.get(
+        f"{server.base_url}/v1/controllers/PLUG-2/commands/{command_id}",
+        headers={"Authorization": f"Bearer {bearer}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["command"]["status"]
 
 
 async def refused(port: int, serial: str, secret: str) -> bool:
@@ -70,14 +95,16 @@ async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics
     runtime = Runtime.from_settings(settings)
     certificate = server_certificate(tmp_path / "tls")
     try:
+        await make_client(runtime)
+        await make_user(runtime, OWNER)
         await make_controller(runtime, "PLUG-1", device_secret=SECRET)
-        await make_controller(runtime, "PLUG-2", device_secret=OTHER_SECRET)
+        await make_controller(runtime, "PLUG-2", device_secret=OTHER_SECRET, owner=OWNER)
         hook_port = free_port()
         env = {
             "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{hook_port}",
             "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
-            # the service's own account, as its link would log in (no link runs here)
-            "DEVICECONTROL_MQTT_URL": f"mqtt://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:1",
+            # the service's own account, as its link logs in (the link runs in another serve)
+            "DEVICECONTROL_AMQP_URL": f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:1/",
         }
         hook = f"http://127.0.0.1:{hook_port}"
         with running_server(settings.database_url, tmp_path, env=env) as server:
@@ -125,5 +152,36 @@ async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics
                 async with client(second.mqtt_port, "PLUG-1", new_secret) as plug:
                     await plug.publish("devices/PLUG-1/state", b'{"power": [3]}', qos=1)
                 assert "access_refused" in first.log() + second.log()
+                # the link on the cluster, reading it over AMQP
+                linked_env = {
+                    "DEVICECONTROL_AMQP_URL": (
+                        f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
+                    )
+                }
+                workdir = tmp_path / "linked"
+                workdir.mkdir()
+                with running_server(
+                    settings.database_url, workdir, env=linked_env, device_link=True
+                ) as linked:
+                    bearer = served_token(linked, OWNER)
+                    async with client(second.mqtt_port, "PLUG-2", OTHER_SECRET) as plug:
+                        await plug.subscribe("devices/PLUG-2/commands", qos=1)
+                        reading = b'{"relay_state": "on", "power": [7.5]}'
+                        await plug.publish("devices/PLUG-2/state", reading, qos=1)
+                        shown = await eventually(lambda: fetch(linked, bearer).get("power"))
+                        assert shown == [7.5] and fetch(linked, bearer)["online"] is True
+                        made = switch_command(linked, bearer, "PLUG-2", "off")
+                        async with asyncio.timeout(WAIT_S):
+                            async for message in plug.messages:
+                                delivered = msgspec.json.decode(message.payload)
+                                break
+                        assert delivered["id"] == made and delivered["params"] == {"state": "off"}
+                        result = {"id": made, "status": "succeeded"}
+                        await plug.publish(
+                            "devices/PLUG-2/commands/result", msgspec.json.encode(result), qos=1
+                        )
+                        await eventually(lambda: status_of(linked, bearer, made) == "succeeded")
+                    await eventually(lambda: fetch(linked, bearer)["online"] is False)
+                assert "Traceback" not in linked.stderr(), linked.stderr()
     finally:
         await runtime.close()

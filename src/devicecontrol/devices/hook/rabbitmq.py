@@ -1,11 +1,8 @@
 """RabbitMQ's HTTP auth backend (``rabbitmq_auth_backend_http``): its four questions, asked
 as GET query strings or POST forms, answered ``allow`` or ``deny`` in plain text.
 
-RabbitMQ's MQTT plugin turns a topic into a routing key on the ``amq.topic`` exchange,
-``/`` into ``.`` (and ``.`` into ``/``) and ``+`` into ``*``; the answers undo that and ask
-the topic rules (``rules.py``). Its subscriptions are queues named
-``mqtt-subscription-<client id>qos0`` and ``...qos1``. The link's own queues begin with
-``devicecontrol.``.
+The plugin's names (``devices/amqp_names.py``) are turned back into MQTT topics for the
+topic rules (``rules.py``).
 """
 
 from __future__ import annotations
@@ -18,21 +15,21 @@ from litestar.enums import HttpMethod
 from litestar.response import Response
 
 from devicecontrol.controllers.identity import is_serial_number
+from devicecontrol.devices.amqp_names import (
+    EVENTS,
+    EXCHANGE,
+    LINK_QUEUE_PREFIX,
+    SUBSCRIPTION_PREFIX,
+    VHOST,
+    mqtt_topic,
+    subscription_queue_prefix,
+)
 from devicecontrol.devices.hook import rules
 from devicecontrol.runtime import Runtime
 
-VHOST = "/"  # the MQTT plugin's default virtual host: the only one the hook allows
-EXCHANGE = "amq.topic"  # where the MQTT plugin publishes and binds
-EVENTS = "amq.rabbitmq.event"  # the event exchange plugin's: connections made and closed
-DEVICE_QUEUE = "mqtt-subscription-{client_id}qos"
-LINK_QUEUES = ("devicecontrol.", "mqtt-subscription-devicecontrol")
-_FROM_ROUTING_KEY = str.maketrans({".": "/", "/": ".", "*": "+"})
+# the link's AMQP queues, and the subscription queues of its MQTT client ids (devicecontrol-...)
+LINK_QUEUES = (LINK_QUEUE_PREFIX, SUBSCRIPTION_PREFIX + "devicecontrol")
 METHODS = [HttpMethod.GET, HttpMethod.POST]
-
-
-def mqtt_topic(routing_key: str) -> str:
-    """The MQTT topic (or filter) a routing key (or binding key) of the plugin stands for."""
-    return routing_key.translate(_FROM_ROUTING_KEY)
 
 
 async def _asked(request: Request[Any, Any, Any]) -> dict[str, str]:
@@ -92,7 +89,7 @@ async def resource(
         return _answer(False)
     if kind == "exchange":
         return _answer(name == EXCHANGE and permission in ("read", "write"))
-    return _answer(kind == "queue" and name.startswith(DEVICE_QUEUE.format(client_id=username)))
+    return _answer(kind == "queue" and name.startswith(subscription_queue_prefix(username)))
 
 
 @route("/rabbitmq/topic", http_method=METHODS, include_in_schema=False)
@@ -101,9 +98,14 @@ async def topic(
 ) -> Response[str]:
     """A routing key on ``amq.topic``: written is a publication, read a subscription."""
     asked = await _asked(request)
-    if asked.get("vhost") != VHOST or asked.get("name") != EXCHANGE:
-        return _answer(False)
     username = asked.get("username", "")
+    if asked.get("vhost") != VHOST:
+        return _answer(False)
+    if asked.get("name") == EVENTS:  # a topic exchange too: the link binds to its events
+        link = rules.is_link(runtime.settings, username)
+        return _answer(link and asked.get("permission") == "read")
+    if asked.get("name") != EXCHANGE:
+        return _answer(False)
     client_id = asked.get("client_id") or None  # in the variable map, where sent
     mqtt = mqtt_topic(asked.get("routing_key", ""))
     settings = runtime.settings

@@ -20,8 +20,9 @@ from devicecontrol.runtime import Runtime
 
 
 def is_link(settings: Settings, username: str) -> bool:
-    """The service's own broker account (``DEVICECONTROL_MQTT_URL``'s user)."""
-    link = settings.mqtt_url
+    """The service's own broker account (the user of ``DEVICECONTROL_AMQP_URL`` or
+    ``DEVICECONTROL_MQTT_URL``)."""
+    link = settings.link_account
     return link is not None and _same(username, link.username)
 
 
@@ -43,7 +44,7 @@ async def may_connect(
 ) -> bool:
     """The link with its password, or a device that proves its secret (throttled per
     address when the broker says where the device is)."""
-    link = runtime.settings.mqtt_url
+    link = runtime.settings.link_account
     if link is not None and is_link(runtime.settings, username):
         return _same(password, link.password)
     device = await identity.authenticate_device(

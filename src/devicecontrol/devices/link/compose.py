@@ -1,6 +1,7 @@
 """The device link's composition root: settings -> broker adapter -> link. The one place
 that knows the adapters (``endpoint/``, the service's own; ``mosquitto/``, a client of
-Mosquitto); everything else sees them through ``ports.py``.
+Mosquitto; ``rabbitmq/``, an AMQP client of RabbitMQ); everything else sees them through
+``ports.py``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.ports import Broker
+from devicecontrol.devices.link.rabbitmq.client import RabbitMQBroker
 from devicecontrol.runtime import Runtime
 
 __all__ = ["build_link"]
@@ -16,12 +18,14 @@ __all__ = ["build_link"]
 
 def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
     """The link with its broker: the device endpoint on ``listen`` (else the setting), or,
-    when the settings name ``DEVICECONTROL_MQTT_URL`` and no ``listen`` is given, a client
-    of that Mosquitto broker."""
+    when no ``listen`` is given and the settings name one, a client of RabbitMQ
+    (``DEVICECONTROL_AMQP_URL``) or of Mosquitto (``DEVICECONTROL_MQTT_URL``)."""
     settings = runtime.settings
-    mqtt_url = settings.mqtt_url
+    mqtt_url, amqp_url = settings.mqtt_url, settings.amqp_url
 
     def make_broker(link: DeviceLink) -> Broker:
+        if amqp_url is not None and listen is None:
+            return RabbitMQBroker(link, amqp_url, ca_file=settings.mqtt_ca)
         if mqtt_url is not None and listen is None:
             return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)

@@ -1,0 +1,1 @@
+"""The device link as an AMQP client of RabbitMQ (``client.py``)."""

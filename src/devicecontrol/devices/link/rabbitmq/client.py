@@ -1,0 +1,258 @@
+"""The device link as a client of RabbitMQ (``DEVICECONTROL_AMQP_URL``); a ``ports.Broker``.
+
+Devices speak MQTT 3.1.1 to RabbitMQ's MQTT plugin, which asks the broker hook who they
+are and which topics they may use (``devices/hook/``). The link reads and publishes over
+AMQP, with names as ``devices/amqp_names.py`` gives them:
+
+- the devices' messages come from one durable queue, ``devicecontrol.devices``, bound to
+  ``amq.topic`` for every device's ``state`` and ``commands/result``; it has a single
+  active consumer, so a second link process on it is a hot standby that takes over when the
+  first goes, and one device's messages stay in order. Each delivery is acknowledged once
+  it is stored (``acks.py``): a link that dies before leaves it with the broker, which
+  delivers it again;
+- who connects, leaves and subscribes comes from the event exchange plugin, through a
+  second durable queue, ``devicecontrol.events`` (``connection.created`` names the user, a
+  device's serial, and the connection's name; ``connection.closed`` only the name, so the
+  link keeps name -> serial; ``binding.created`` of a device's subscription queue is its
+  subscription to its commands). Both queues keep what happens while no link runs;
+- a command is published to ``amq.topic`` with its routing key, persistent and confirmed,
+  for the plugin to deliver to the device's subscription queue (which keeps it while the
+  device is away, for a session that is not clean).
+
+RabbitMQ ends no connection for the link: a device whose secret was rotated is refused at
+its next login by the hook, but a connection made with the old secret stays until it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+from pamqp.common import FieldTable
+
+from devicecontrol.config import MqttUrl
+from devicecontrol.devices import amqp_names, topics
+from devicecontrol.devices.link.acks import InOrderAcknowledgements
+from devicecontrol.devices.link.mosquitto.identities import DeviceIdentities
+from devicecontrol.devices.link.outage import Outage
+from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
+
+__all__ = ["RabbitMQBroker"]
+
+DEVICES_QUEUE = amqp_names.LINK_QUEUE_PREFIX + "devices"
+EVENTS_QUEUE = amqp_names.LINK_QUEUE_PREFIX + "events"
+DEVICE_KEYS = tuple(
+    amqp_names.routing_key(topic) for topic in topics.DEVICE_PUBLICATIONS
+)  # devices.*.state, devices.*.commands.result
+EVENT_KEYS = ("connection.created", "connection.closed", "binding.created", "binding.deleted")
+ONE_CONSUMER: FieldTable = {"x-single-active-consumer": True}
+PREFETCH = 1000  # deliveries not yet acknowledged: the flow control
+CONNECT_TIMEOUT_S = 10
+logger = logging.getLogger("devicecontrol.devices.link")
+
+
+def _text(value: Any) -> str:
+    """A header's value as text (the event plugin sends binary strings)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+class RabbitMQBroker:
+    """The link's ``ports.Broker`` on RabbitMQ (the module's docstring)."""
+
+    devices_outlive_link = True
+    checks_secrets = False
+
+    def __init__(self, link: TrustingLink, url: MqttUrl, *, ca_file: str | None) -> None:
+        self.link = link
+        self.url = url
+        self.where = {"broker": str(url)}
+        self._ca_file = ca_file
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._exchange: AbstractExchange | None = None
+        self._readers: list[asyncio.Task[None]] = []
+        self._identities = DeviceIdentities(link.find_device)
+        self._by_name: dict[str, str] = {}  # a device's connection name -> its serial
+        self._acking: set[asyncio.Task[None]] = set()
+        self._ready = False
+        self._failing = Outage("the device link failed on a RabbitMQ delivery")
+
+    @property
+    def ready(self) -> bool:
+        return self._ready and self._connection is not None and not self._connection.is_closed
+
+    @property
+    def port(self) -> None:
+        """Devices connect to the broker, not to this process."""
+        return None
+
+    async def start(self) -> None:
+        """Connect, declare the link's queues, and read them; ``LinkError`` (one line) if
+        RabbitMQ cannot be reached or refuses the service's user."""
+        url = self.url
+        scheme = "amqps" if url.tls else "amqp"
+        context = ssl.create_default_context(cafile=self._ca_file) if url.tls else None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                self._connection = await aio_pika.connect_robust(
+                    host=url.host,
+                    port=url.port,
+                    login=url.username,
+                    password=url.password,
+                    ssl=url.tls,
+                    ssl_context=context,
+                    client_properties={"connection_name": "devicecontrol-link"},
+                )
+        except Exception as exc:  # aiormq's and the socket's many kinds
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise LinkError(
+                f"the RabbitMQ broker at {scheme}://{url.username}@{url.host}:{url.port} "
+                f"(DEVICECONTROL_AMQP_URL) cannot be reached: {reason}"
+            ) from None
+        channel = await self._connection.channel(publisher_confirms=True)
+        await channel.set_qos(prefetch_count=PREFETCH)
+        self._channel = channel
+        self._exchange = await channel.get_exchange(amqp_names.EXCHANGE, ensure=False)
+        events_exchange = await channel.get_exchange(amqp_names.EVENTS, ensure=False)
+        devices = await channel.declare_queue(DEVICES_QUEUE, durable=True, arguments=ONE_CONSUMER)
+        for key in DEVICE_KEYS:
+            await devices.bind(self._exchange, key)
+        events = await channel.declare_queue(EVENTS_QUEUE, durable=True, arguments=ONE_CONSUMER)
+        for key in EVENT_KEYS:
+            await events.bind(events_exchange, key)
+        await self.link.adopt_online()
+        self._readers = [
+            asyncio.create_task(self._read(events, self._event), name="link: broker events"),
+            asyncio.create_task(self._read(devices, self._message), name="link: device messages"),
+        ]
+        self._ready = True
+        self.link.broker_ready()
+
+    async def shutdown(self) -> None:
+        """Stop reading (what was not acknowledged stays with RabbitMQ) and disconnect."""
+        self._ready = False
+        for reader in self._readers:
+            reader.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        if self._acking:
+            await asyncio.gather(*self._acking, return_exceptions=True)
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        """A command, persistent, confirmed by RabbitMQ before this returns."""
+        if self._exchange is None:
+            raise ConnectionError("RabbitMQ is out of reach")
+        message = aio_pika.Message(payload, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+        await self._exchange.publish(message, routing_key=amqp_names.routing_key(topic))
+
+    async def close_connection(self, connection: DeviceConnection) -> None:
+        """RabbitMQ ends no connection for the link (the module's docstring)."""
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def _read(self, queue: AbstractQueue, handle: Any) -> None:
+        """One queue's deliveries, one after another, in order; each acknowledged in its
+        turn once handled (a device's message: once stored)."""
+        acknowledgements = InOrderAcknowledgements(self._acknowledge)
+        async with queue.iterator() as deliveries:
+            async for delivery in deliveries:
+                turn = acknowledgements.arrived(delivery)
+                try:
+                    turn.settle_when_stored(await handle(delivery))
+                except Exception:
+                    turn.settle()  # not stored: RabbitMQ would only send it again
+                    self._failing.failed()
+                else:
+                    self._failing.recovered()
+
+    def _acknowledge(self, delivery: AbstractIncomingMessage) -> None:
+        task = asyncio.ensure_future(delivery.ack())
+        self._acking.add(task)
+        task.add_done_callback(self._acked)
+
+    def _acked(self, task: asyncio.Task[None]) -> None:
+        self._acking.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._failing.failed()  # the channel is gone: RabbitMQ delivers it again
+
+    async def _message(self, delivery: AbstractIncomingMessage) -> Any:
+        topic = amqp_names.mqtt_topic(delivery.routing_key or "")
+        serial_number = topics.publisher_of(topic)
+        if serial_number is None:
+            return None
+        if self.link.connections.get(serial_number) is None and not await self._take_up(
+            serial_number
+        ):
+            return None
+        kind = self.link.publication_kind(serial_number, topic)
+        if kind is None:
+            return None
+        return self.link.publication(
+            serial_number, kind, delivery.body, redelivery=bool(delivery.redelivered)
+        )
+
+    async def _event(self, delivery: AbstractIncomingMessage) -> None:
+        headers = delivery.headers or {}
+        match delivery.routing_key:
+            case "connection.created":
+                await self._connected(_text(headers.get("name")), _text(headers.get("user")))
+            case "connection.closed":
+                self._closed(_text(headers.get("name")))
+            case "binding.created" | "binding.deleted":
+                serial_number = amqp_names.subscriber(_text(headers.get("destination_name")))
+                key = _text(headers.get("routing_key"))
+                if serial_number is None or _text(headers.get("source_name")) != (
+                    amqp_names.EXCHANGE
+                ):
+                    return
+                if self.link.connections.get(serial_number) is None:
+                    return
+                topic_filter = amqp_names.mqtt_topic(key)
+                if delivery.routing_key == "binding.created":
+                    self.link.subscribed(serial_number, topic_filter)
+                else:
+                    self.link.unsubscribed(serial_number, topic_filter)
+
+    async def _connected(self, name: str, user: str) -> None:
+        device = await self._identities.of(user, fresh=True)
+        if device is None:  # the service itself, or an account that is no device
+            return
+        self._by_name[name] = user
+        connection, previous = self.link.claim(device, name.partition(" -> ")[0])
+        if previous is not None:  # MQTT's take-over: the device stays online
+            self.link.connection_ended(previous)
+        self.link.connection_started(connection)
+
+    def _closed(self, name: str) -> None:
+        serial_number = self._by_name.pop(name, None)
+        if serial_number is None:
+            return
+        connection = self.link.connections.get(serial_number)
+        if connection is not None and name.partition(" -> ")[0] == connection.address:
+            self.link.connection_ended(connection)
+
+    async def _take_up(self, serial_number: str) -> bool:
+        """A device whose messages come while the link knows no connection of it (its
+        connect came before the link's queues): connected now, taken as subscribed."""
+        device = await self._identities.of(serial_number)
+        if device is None:
+            return False
+        connection, _ = self.link.claim(device, "")
+        self.link.connection_started(connection)
+        self.link.subscribed(serial_number, topics.commands_topic(serial_number))
+        return True
