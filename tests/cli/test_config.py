@@ -296,3 +296,22 @@ def test_the_hooks_certificate_and_key_go_together(tmp_path):
         load_settings({"DEVICECONTROL_BROKER_HOOK_TLS_CERT": str(cert)})
     with pytest.raises(SettingsError, match="no such file"):
         load_settings({"DEVICECONTROL_BROKER_HOOK_TLS_KEY": str(tmp_path / "missing.pem")})
+
+
+def test_amqp_url_names_rabbitmq_for_the_link_and_excludes_mqtt_url():
+    settings = load_settings({"DEVICECONTROL_AMQP_URL": "amqps://link:s%40cret@rabbit.example"})
+    url = settings.amqp_url
+    assert url is not None and (url.tls, url.host, url.port) == (True, "rabbit.example", 5671)
+    assert (url.username, url.password) == ("link", "s@cret")
+    assert str(url) == "amqps://link@rabbit.example:5671" and "s@cret" not in repr(settings)
+    assert settings.link_account == url and not settings.pushes_device_accounts
+    with pytest.raises(SettingsError, match="set one"):
+        load_settings(
+            {
+                "DEVICECONTROL_AMQP_URL": "amqp://link:secret@127.0.0.1",
+                "DEVICECONTROL_MQTT_URL": "mqtt://link:secret@127.0.0.1",
+            }
+        )
+    with pytest.raises(SettingsError, match="neither amqp nor amqps") as refused:
+        load_settings({"DEVICECONTROL_AMQP_URL": "mqtt://link:secret@127.0.0.1"})
+    assert "secret" not in str(refused.value)
