@@ -20,7 +20,7 @@ from devicecontrol.devices.link import outbox as outbox_module
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
-from devicecontrol.devices.link.mosquitto.identities import UNKNOWN_FOR_S, DeviceIdentities
+from devicecontrol.devices.link.identities import UNKNOWN_FOR_S, DeviceIdentities
 from devicecontrol.devices.link.mosquitto.log import NOTICE, Connected, Ended, Subscribed
 from devicecontrol.devices.link.mosquitto.reconnect import SESSION_ID
 from devicecontrol.devices.link.mosquitto.replay import Replay

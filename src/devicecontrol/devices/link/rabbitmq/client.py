@@ -44,7 +44,7 @@ from pamqp.common import FieldTable
 from devicecontrol.config import MqttUrl
 from devicecontrol.devices import amqp_names, topics
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
-from devicecontrol.devices.link.mosquitto.identities import DeviceIdentities
+from devicecontrol.devices.link.identities import DeviceIdentities
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
 
