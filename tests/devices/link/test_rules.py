@@ -19,8 +19,8 @@ from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link import outbox as outbox_module
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.core import DeviceLink
-from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.identities import UNKNOWN_FOR_S, DeviceIdentities
+from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE, Connected, Ended, Subscribed
 from devicecontrol.devices.link.mosquitto.reconnect import SESSION_ID
 from devicecontrol.devices.link.mosquitto.replay import Replay

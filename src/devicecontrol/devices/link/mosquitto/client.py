@@ -37,8 +37,8 @@ import aiomqtt
 
 from devicecontrol.config import MqttUrl
 from devicecontrol.devices import topics
-from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.identities import DeviceIdentities
+from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.log import (
     Connected,
     Ended,
