@@ -70,8 +70,14 @@ def serve(
     os.environ["DEVICECONTROL_LOG_FORMAT"] = log_format
     # /metrics sums the values of the workers and the device link
     with shared_metrics_directory(workers) as metrics_directory:
-        link = _start_device_link(metrics_directory) if device_link else None
+        # the hook first: a link on RabbitMQ logs in through it
         hook = _start_broker_hook(metrics_directory) if settings.broker_hook_listen else None
+        try:
+            link = _start_device_link(metrics_directory) if device_link else None
+        except OperatorError:
+            if hook is not None:
+                hook.stop()
+            raise
         simulated = None
         if demo and link and settings.mqtt_url is None:
             simulated = _start_demo_devices(settings.mqtt_listen)

@@ -24,8 +24,8 @@ from devicecontrol.runtime import Runtime
 from tests.devices.link.support import OWNER, eventually, served_token, switch_command
 from tests.factories import make_client, make_controller, make_user
 from tests.processes import Server, free_port, running_server
-from tests.rabbitmq import private_rabbitmq_cluster
-from tests.tls import server_certificate
+from tests.rabbitmq import RabbitNode, private_rabbitmq_cluster
+from tests.tls import ServerCertificate, server_certificate
 
 TOKEN = "hook-token-of-the-rabbitmq-test-0123456789"
 SECRET, OTHER_SECRET = "plug-one-secret-rabbit", "plug-two-secret-rabbit"
@@ -100,88 +100,100 @@ async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics
         await make_controller(runtime, "PLUG-1", device_secret=SECRET)
         await make_controller(runtime, "PLUG-2", device_secret=OTHER_SECRET, owner=OWNER)
         hook_port = free_port()
-        env = {
-            "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{hook_port}",
-            "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
-            # the service's own account, as its link logs in (the link runs in another serve)
-            "DEVICECONTROL_AMQP_URL": f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:1/",
-        }
         hook = f"http://127.0.0.1:{hook_port}"
-        with running_server(settings.database_url, tmp_path, env=env) as server:
-            # the hook answers its broker only, and never on the public port
-            async with httpx.AsyncClient() as http:
-                assert (await http.post(f"{hook}/mqtt/authenticate", json={})).status_code == 401
-                public = await http.post(f"{server.base_url}/mqtt/authenticate", json={})
-                assert public.status_code == 404
-            with private_rabbitmq_cluster(hook, TOKEN, tls=certificate) as (first, second):
-                assert first.mqtts_port is not None
-                trusting = ssl.create_default_context(cafile=str(certificate.ca))
-                # a device over TLS on one node, another on the other, the link's account
-                # on the second: a command published there reaches the device on the first
-                async with (
-                    client(first.mqtts_port, "PLUG-1", SECRET, tls_context=trusting) as plug,
-                    client(second.mqtt_port, "PLUG-2", OTHER_SECRET) as other,
-                    client(second.mqtt_port, LINK_USER, LINK_PASSWORD) as link,
-                ):
-                    await plug.subscribe("devices/PLUG-1/commands", qos=1)
-                    await plug.publish("devices/PLUG-1/state", b'{"power": [1.5]}', qos=1)
-                    await other.publish("devices/PLUG-2/state", b'{"power": [2]}', qos=1)
-                    await link.subscribe("devices/+/state", qos=1)
-                    command = {"id": "1", "name": "switch_on_off", "params": {"state": "on"}}
-                    await link.publish(
-                        "devices/PLUG-1/commands", msgspec.json.encode(command), qos=1
-                    )
-                    async with asyncio.timeout(WAIT_S):
-                        async for message in plug.messages:
-                            assert msgspec.json.decode(message.payload) == command
-                            break
-                assert await refused(second.mqtt_port, "PLUG-1", OTHER_SECRET)  # another's
-                assert await refused(first.mqtt_port, "PLUG-9", SECRET)  # no such controller
-                assert await refused(second.mqtt_port, LINK_USER, "wrong")
-                # another device's topic: RabbitMQ closes the connection of who tries
-                async with client(second.mqtt_port, "PLUG-1", SECRET) as plug:
-                    await plug.publish("devices/PLUG-2/state", b"{}", qos=0)
-                    assert await closed_by_the_broker(plug)
-                async with client(first.mqtt_port, "PLUG-1", SECRET) as plug:
-                    asking = asyncio.create_task(plug.subscribe("devices/PLUG-2/commands", qos=1))
-                    assert await closed_by_the_broker(plug)
-                    asking.cancel()
-                new_secret = await rotate_device_secret(runtime, "PLUG-1")
-                for node in (first, second):  # at once, on every node: nothing cached
-                    assert await refused(node.mqtt_port, "PLUG-1", SECRET)
-                async with client(second.mqtt_port, "PLUG-1", new_secret) as plug:
-                    await plug.publish("devices/PLUG-1/state", b'{"power": [3]}', qos=1)
-                assert "access_refused" in first.log() + second.log()
-                # the link on the cluster, reading it over AMQP
-                linked_env = {
-                    "DEVICECONTROL_AMQP_URL": (
-                        f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
-                    )
-                }
-                workdir = tmp_path / "linked"
-                workdir.mkdir()
-                with running_server(
-                    settings.database_url, workdir, env=linked_env, device_link=True
-                ) as linked:
-                    bearer = served_token(linked, OWNER)
-                    async with client(second.mqtt_port, "PLUG-2", OTHER_SECRET) as plug:
-                        await plug.subscribe("devices/PLUG-2/commands", qos=1)
-                        reading = b'{"relay_state": "on", "power": [7.5]}'
-                        await plug.publish("devices/PLUG-2/state", reading, qos=1)
-                        shown = await eventually(lambda: fetch(linked, bearer).get("power"))
-                        assert shown == [7.5] and fetch(linked, bearer)["online"] is True
-                        made = switch_command(linked, bearer, "PLUG-2", "off")
-                        async with asyncio.timeout(WAIT_S):
-                            async for message in plug.messages:
-                                delivered = msgspec.json.decode(message.payload)
-                                break
-                        assert delivered["id"] == made and delivered["params"] == {"state": "off"}
-                        result = {"id": made, "status": "succeeded"}
-                        await plug.publish(
-                            "devices/PLUG-2/commands/result", msgspec.json.encode(result), qos=1
-                        )
-                        await eventually(lambda: status_of(linked, bearer, made) == "succeeded")
-                    await eventually(lambda: fetch(linked, bearer)["online"] is False)
-                assert "Traceback" not in linked.stderr(), linked.stderr()
+        with private_rabbitmq_cluster(hook, TOKEN, tls=certificate) as (first, second):
+            assert first.mqtts_port is not None
+            # one serve with the hook and the link: the hook starts first, since the link
+            # logs in to RabbitMQ through it
+            env = {
+                "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{hook_port}",
+                "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
+                "DEVICECONTROL_AMQP_URL": (
+                    f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
+                ),
+            }
+            with running_server(
+                settings.database_url, tmp_path, env=env, device_link=True
+            ) as server:
+                await _the_hook_answers_for_the_cluster(
+                    runtime, server, hook, (first, second), certificate
+                )
+                await _the_link_reads_the_cluster(server, second)
+            assert "Traceback" not in server.stderr(), server.stderr()
     finally:
         await runtime.close()
+
+
+async def _the_hook_answers_for_the_cluster(
+    runtime: Runtime,
+    server: Server,
+    hook: str,
+    nodes: tuple[RabbitNode, RabbitNode],
+    certificate: ServerCertificate,
+) -> None:
+    """Devices on either node let in (one over TLS), kept to their own topics, refused
+    with another's secret, an unknown serial or a rotated secret; the service's account
+    publishes a command on one node that reaches a device on the other."""
+    first, second = nodes
+    assert first.mqtts_port is not None
+    # the hook answers its broker only, and never on the public port
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(f"{hook}/mqtt/authenticate", json={})).status_code == 401
+        public = await http.post(f"{server.base_url}/mqtt/authenticate", json={})
+        assert public.status_code == 404
+    trusting = ssl.create_default_context(cafile=str(certificate.ca))
+    # a device over TLS on one node, another on the other, the link's account
+    # on the second: a command published there reaches the device on the first
+    async with (
+        client(first.mqtts_port, "PLUG-1", SECRET, tls_context=trusting) as plug,
+        client(second.mqtt_port, "PLUG-2", OTHER_SECRET) as other,
+        client(second.mqtt_port, LINK_USER, LINK_PASSWORD) as link,
+    ):
+        await plug.subscribe("devices/PLUG-1/commands", qos=1)
+        await plug.publish("devices/PLUG-1/state", b'{"power": [1.5]}', qos=1)
+        await other.publish("devices/PLUG-2/state", b'{"power": [2]}', qos=1)
+        await link.subscribe("devices/+/state", qos=1)
+        command = {"id": "1", "name": "switch_on_off", "params": {"state": "on"}}
+        await link.publish("devices/PLUG-1/commands", msgspec.json.encode(command), qos=1)
+        async with asyncio.timeout(WAIT_S):
+            async for message in plug.messages:
+                assert msgspec.json.decode(message.payload) == command
+                break
+    assert await refused(second.mqtt_port, "PLUG-1", OTHER_SECRET)  # another's
+    assert await refused(first.mqtt_port, "PLUG-9", SECRET)  # no such controller
+    assert await refused(second.mqtt_port, LINK_USER, "wrong")
+    # another device's topic: RabbitMQ closes the connection of who tries
+    async with client(second.mqtt_port, "PLUG-1", SECRET) as plug:
+        await plug.publish("devices/PLUG-2/state", b"{}", qos=0)
+        assert await closed_by_the_broker(plug)
+    async with client(first.mqtt_port, "PLUG-1", SECRET) as plug:
+        asking = asyncio.create_task(plug.subscribe("devices/PLUG-2/commands", qos=1))
+        assert await closed_by_the_broker(plug)
+        asking.cancel()
+    new_secret = await rotate_device_secret(runtime, "PLUG-1")
+    for node in (first, second):  # at once, on every node: nothing cached
+        assert await refused(node.mqtt_port, "PLUG-1", SECRET)
+    async with client(second.mqtt_port, "PLUG-1", new_secret) as plug:
+        await plug.publish("devices/PLUG-1/state", b'{"power": [3]}', qos=1)
+    assert "access_refused" in first.log() + second.log()
+
+
+async def _the_link_reads_the_cluster(server: Server, second: RabbitNode) -> None:
+    """A reading stored, online followed, a command delivered and its result stored."""
+    bearer = served_token(server, OWNER)
+    async with client(second.mqtt_port, "PLUG-2", OTHER_SECRET) as plug:
+        await plug.subscribe("devices/PLUG-2/commands", qos=1)
+        reading = b'{"relay_state": "on", "power": [7.5]}'
+        await plug.publish("devices/PLUG-2/state", reading, qos=1)
+        assert await eventually(lambda: fetch(server, bearer).get("power") == [7.5])
+        assert fetch(server, bearer)["online"] is True
+        made = switch_command(server, bearer, "PLUG-2", "off")
+        async with asyncio.timeout(WAIT_S):
+            async for message in plug.messages:
+                delivered = msgspec.json.decode(message.payload)
+                break
+        assert delivered["id"] == made and delivered["params"] == {"state": "off"}
+        result = {"id": made, "status": "succeeded"}
+        await plug.publish("devices/PLUG-2/commands/result", msgspec.json.encode(result), qos=1)
+        await eventually(lambda: status_of(server, bearer, made) == "succeeded")
+    await eventually(lambda: fetch(server, bearer)["online"] is False)
