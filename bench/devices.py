@@ -476,13 +476,13 @@ async def mosquitto_ceiling(args: argparse.Namespace) -> dict[str, object]:
 
 @contextlib.contextmanager
 def serving(
-    database_url: str, port: int, env: dict[str, str]
+    database_url: str, port: int, env: dict[str, str], *options: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``devicecontrol serve`` on ``port`` until the block ends; yields its base URL and
-    process once ``/healthz`` answers."""
+    """``devicecontrol serve OPTIONS`` on ``port`` until the block ends; yields its base URL
+    and process once ``/healthz`` answers."""
     serve = subprocess.Popen(  # noqa: S603 (our own CLI, fixed arguments)
         [sys.executable, "-m", "devicecontrol", "serve", "--port", str(port),
-         "--database-url", database_url],
+         "--database-url", database_url, *options],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip

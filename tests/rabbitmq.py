@@ -164,3 +164,11 @@ def private_rabbitmq_cluster(
             _ctl(second, *step)
         _wait_for(second, second.mqtt_port, second_process)
         yield first, second
+
+
+@contextmanager
+def private_rabbitmq(hook_base_url: str, token: str) -> Iterator[RabbitNode]:
+    """One node asking the hook at ``hook_base_url`` (the bench's: no cluster needed)."""
+    with _node(hook_base_url, token, None) as (node, process):
+        _wait_for(node, node.mqtt_port, process)
+        yield node

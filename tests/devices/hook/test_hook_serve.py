@@ -4,6 +4,7 @@ have is one line on stderr and exit 1, before HTTP listens."""
 from __future__ import annotations
 
 import socket
+import ssl
 
 import httpx
 import pytest
@@ -72,7 +73,8 @@ def test_the_hook_speaks_tls_with_its_certificate_and_only_tls(tmp_path):
     }
     url = f"sqlite:///{tmp_path / 'tls.db'}"
     with running_server(url, tmp_path, env=env):
-        with httpx.Client(verify=str(certificate.ca), timeout=5) as trusting:
+        trusted = ssl.create_default_context(cafile=str(certificate.ca))
+        with httpx.Client(verify=trusted, timeout=5) as trusting:
             assert trusting.post(f"https://{hook}/mqtt/authenticate", json={}).status_code == 401
             answer = trusting.post(
                 f"https://{hook}/{TOKEN}/rabbitmq/user", data={"username": "X", "password": "y"}
