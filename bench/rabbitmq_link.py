@@ -1,13 +1,15 @@
-"""python -m bench.rabbitmq_link: readings stored a second by the device link on RabbitMQ.
+"""python -m bench.rabbitmq_link: how fast the device link stores readings from RabbitMQ.
 
-A private RabbitMQ node (tests/rabbitmq.py) whose MQTT plugin asks the broker hook, a real
-``devicecontrol serve`` running the hook and the link (``DEVICECONTROL_AMQP_URL``), and
-DEVICES devices as real MQTT clients publishing RATE readings a second in all, at QoS 1,
-for SECONDS. Measured: the readings stored a second while they publish, and how long after
-the last one the link had stored everything.
+A private RabbitMQ node (tests/rabbitmq.py) whose MQTT plugin asks the broker hook, and a
+real ``devicecontrol serve`` running the hook and the link (``DEVICECONTROL_AMQP_URL``):
 
-The ceiling, in the same run: RabbitMQ's own, a bare AMQP consumer (aio-pika) acknowledging
-every message of the same devices on a queue of its own, with no database.
+- **devices over MQTT**: DEVICES devices, real MQTT clients logged in through the hook,
+  publish RATE readings a second in all at QoS 1 for SECONDS; measured: the readings stored
+  a second meanwhile, and how long after the last one everything was stored;
+- **the link's drain rate**: READINGS readings put on the link's queue while no link runs
+  (published over AMQP as the MQTT plugin does, to ``amq.topic``), then the link started:
+  readings stored a second until the queue is empty. Its ceiling, in the same run: the same
+  readings drained by a bare AMQP consumer (aio-pika, acknowledging each, no database).
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ import aiomqtt
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.devices import SECRET, print_result, provision, serial, serving, stored_readings
 from bench.servers import free_port
+from devicecontrol.devices.link.rabbitmq.client import DEVICES_QUEUE, ONE_CONSUMER
 from tests.rabbitmq import private_rabbitmq
 
 TOKEN = "bench-hook-token-not-for-production-0123456789"  # noqa: S105 (benchmark data only)
 LINK_USER, LINK_PASSWORD = "devicecontrol-link", "bench-link-password-0123456789"
 READING = b'{"relay_state": "on", "power": [12.5]}'
+CEILING_QUEUE = "devicecontrol.bench-ceiling"
 
 
-async def publish(port: int, devices: int, rate: float, seconds: float) -> int:
+async def over_mqtt(port: int, devices: int, rate: float, seconds: float) -> int:
     """Every device connected, then RATE readings a second in all; how many were sent."""
     clients = [
         aiomqtt.Client("127.0.0.1", port, identifier=serial(n), username=serial(n),
@@ -43,7 +47,6 @@ async def publish(port: int, devices: int, rate: float, seconds: float) -> int:
     for client in clients:
         await client.__aenter__()
     interval = devices / rate  # each device's
-    sent = 0
 
     async def device(client: aiomqtt.Client, offset: float, deadline: float) -> int:
         await asyncio.sleep(offset)
@@ -58,32 +61,65 @@ async def publish(port: int, devices: int, rate: float, seconds: float) -> int:
     counts = await asyncio.gather(
         *[device(c, i * interval / devices, deadline) for i, c in enumerate(clients)]
     )
-    sent = sum(counts)
     for client in clients:
         await client.__aexit__(None, None, None)
-    return sent
+    return sum(counts)
 
 
-async def ceiling(amqp_port: int, mqtt_port: int, args: argparse.Namespace) -> float:
-    """RabbitMQ alone: a bare consumer's messages a second at the same offered rate."""
-    connection = await aio_pika.connect(
-        host="127.0.0.1", port=amqp_port, login=LINK_USER, password=LINK_PASSWORD
-    )
-    received = 0
-    async with connection:
+async def _connect(
+    amqp_port: int, login: str = LINK_USER, password: str = LINK_PASSWORD
+) -> aio_pika.abc.AbstractConnection:
+    return await aio_pika.connect(host="127.0.0.1", port=amqp_port, login=login, password=password)
+
+
+async def fill(amqp_port: int, readings: int, devices: int) -> None:
+    """The link's queue and the ceiling's declared with the link's account, then READINGS
+    readings published by the devices themselves (each logged in over AMQP through the
+    hook, which lets a device write its own topics only)."""
+    async with await _connect(amqp_port) as connection:
         channel = await connection.channel()
-        queue = await channel.declare_queue("devicecontrol.bench", exclusive=True)
-        await queue.bind("amq.topic", "devices.*.state")
+        for name, arguments in ((DEVICES_QUEUE, ONE_CONSUMER), (CEILING_QUEUE, None)):
+            queue = await channel.declare_queue(name, durable=True, arguments=arguments)
+            await queue.bind("amq.topic", "devices.*.state")
+    each = readings // devices
 
-        async def take(message: Any) -> None:
-            nonlocal received
-            received += 1
-            await message.ack()
+    async def device(n: int) -> None:
+        async with await _connect(amqp_port, serial(n), SECRET) as connection:
+            channel = await connection.channel(publisher_confirms=True)
+            exchange = await channel.get_exchange("amq.topic", ensure=False)
+            message = aio_pika.Message(READING, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+            key = f"devices.{serial(n)}.state"
+            await asyncio.gather(*[exchange.publish(message, routing_key=key) for _ in range(each)])
 
-        await queue.consume(take)
+    for first in range(0, devices, 20):
+        await asyncio.gather(*[device(n) for n in range(first, min(first + 20, devices))])
+
+
+async def drain_ceiling(amqp_port: int, readings: int, devices: int) -> float:
+    """Messages a second a bare consumer takes off the ceiling's queue, acknowledging each."""
+    async with await _connect(amqp_port) as connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=1000)
+        queue = await channel.get_queue(CEILING_QUEUE, ensure=False)
         started = time.monotonic()
-        await publish(mqtt_port, args.devices, args.rate, args.seconds)
-        return received / (time.monotonic() - started)
+        taken = 0
+        async with queue.iterator() as messages:
+            async for message in messages:
+                await message.ack()
+                taken += 1
+                if taken == readings // devices * devices:
+                    break
+        return taken / (time.monotonic() - started)
+
+
+def wait_stored(database_url: str, goal: int, timeout_s: float) -> float:
+    """Seconds until ``goal`` readings are stored (or the timeout)."""
+    started = time.monotonic()
+    while asyncio.run(stored_readings(database_url)) < goal:
+        if time.monotonic() - started > timeout_s:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 def main() -> None:
@@ -91,8 +127,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
     parser.add_argument("--devices", type=int, default=200)
-    parser.add_argument("--rate", type=float, default=1000, help="readings a second, in all")
-    parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--rate", type=float, default=500, help="readings a second, in all")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--readings", type=int, default=50_000, help="for the drain rate")
     args = parser.parse_args()
     result: dict[str, Any] = {}
     hook_port = free_port()
@@ -105,40 +142,45 @@ def main() -> None:
         hook_env = {
             **os.environ,
             "DEVICECONTROL_LOG_LEVEL": "warning",
+            # the drain puts hundreds of readings per device on the queue at once: the
+            # per-device rate limit (20/s by default) would drop them, not measure the link
+            "DEVICECONTROL_DEVICE_MESSAGE_RATE": "1000000/1",
             "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{hook_port}",
             "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
-            # the account the ceiling's consumer logs in with, as the link's
-            "DEVICECONTROL_AMQP_URL": f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:1/",
-        }
-        with serving(database_url, free_port(), hook_env, "--no-device-link"):
-            result["ceiling: bare consumer msgs/s"] = asyncio.run(
-                ceiling(node.amqp_port, node.mqtt_port, args)
-            )
-        link_env = {
-            **hook_env,
             "DEVICECONTROL_AMQP_URL": (
                 f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{node.amqp_port}/"
             ),
         }
-        with serving(database_url, free_port(), link_env):
+        # the hook alone while the queues fill: no link reads them yet
+        with serving(database_url, free_port(), hook_env, "--no-device-link"):
+            asyncio.run(fill(node.amqp_port, args.readings, args.devices))
+            result["ceiling: bare consumer drains msgs/s"] = asyncio.run(
+                drain_ceiling(node.amqp_port, args.readings, args.devices)
+            )
+        before = asyncio.run(stored_readings(database_url))
+        started = time.monotonic()
+        with serving(database_url, free_port(), hook_env):
+            drained_s = wait_stored(
+                database_url, before + (args.readings // args.devices) * args.devices, 300
+            )
+            drained = (args.readings // args.devices) * args.devices
+            result["link drains readings/s (incl. start)"] = drained / drained_s
+            result["link start to stored all, s"] = time.monotonic() - started
             before = asyncio.run(stored_readings(database_url))
-            started = time.monotonic()
-            sent = asyncio.run(publish(node.mqtt_port, args.devices, args.rate, args.seconds))
-            sending_s = time.monotonic() - started
-            stored_while = asyncio.run(stored_readings(database_url)) - before
-            while asyncio.run(stored_readings(database_url)) - before < sent:
-                if time.monotonic() - started > sending_s + 60:
-                    break
-                time.sleep(0.1)
-            result["readings sent"] = sent
-            result["readings stored"] = asyncio.run(stored_readings(database_url)) - before
-            result["stored/s while sending"] = stored_while / sending_s
-            result["all stored after the last, s"] = time.monotonic() - started - sending_s
-    result["stored/s / ceiling"] = (
-        result["stored/s while sending"] / result["ceiling: bare consumer msgs/s"]
+            begun = time.monotonic()
+            sent = asyncio.run(over_mqtt(node.mqtt_port, args.devices, args.rate, args.seconds))
+            sending_s = time.monotonic() - begun
+            stored_meanwhile = asyncio.run(stored_readings(database_url)) - before
+            lag = wait_stored(database_url, before + sent, 60)
+            result["over MQTT: readings sent"] = sent
+            result["over MQTT: stored/s while sending"] = stored_meanwhile / sending_s
+            result["over MQTT: all stored after the last, s"] = lag
+    result["link drain / ceiling"] = (
+        result["link drains readings/s (incl. start)"]
+        / result["ceiling: bare consumer drains msgs/s"]
     )
-    print(f"backend {args.backend}, {args.devices} devices, {args.rate:g} readings/s offered")
-    print_result(result, width=32, decimals=2)
+    print(f"backend {args.backend}, {args.devices} devices, drain of {args.readings:,} readings")
+    print_result(result, width=40, decimals=2)
 
 
 if __name__ == "__main__":
