@@ -243,3 +243,7 @@ async def test_rabbitmq_questions_follow_the_same_topic_rules(hook):
         asked = {"resource": "topic", "name": "amq.topic", "permission": permission}
         answer = await rabbitmq(http, "topic", **link, **asked, routing_key=key)
         assert answer == expected, (permission, key)
+    events = {"resource": "topic", "name": "amq.rabbitmq.event", "routing_key": "connection.*"}
+    assert await rabbitmq(http, "topic", **link, **events, permission="read") == "allow"
+    assert await rabbitmq(http, "topic", **link, **events, permission="write") == "deny"
+    assert await rabbitmq(http, "topic", **device, **events, permission="read") == "deny"
