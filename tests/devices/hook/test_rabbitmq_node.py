@@ -21,7 +21,13 @@ import pytest
 from devicecontrol.config import Settings
 from devicecontrol.devices.identity import rotate_device_secret
 from devicecontrol.runtime import Runtime
-from tests.devices.link.support import OWNER, eventually, served_token, switch_command
+from tests.devices.link.support import (
+    OWNER,
+    eventually,
+    served_command_status,
+    served_token,
+    switch_command,
+)
 from tests.factories import make_client, make_controller, make_user
 from tests.processes import Server, free_port, running_server
 from tests.rabbitmq import RabbitNode, private_rabbitmq_cluster
@@ -56,16 +62,6 @@ def fetch(server: Server, bearer: str) -> dict:
     )
     assert answer.status_code == 200, answer.text
     return answer.json()["provider"]
-
-
-def status_of(server: Server, bearer: str, command_id: str) -> str:
-    answer = httpx.get(
-        f"{server.base_url}/v1/controllers/PLUG-2/commands/{command_id}",
-        headers={"Authorization": f"Bearer {bearer}"},
-        timeout=10,
-    )
-    assert answer.status_code == 200, answer.text
-    return answer.json()["command"]["status"]
 
 
 async def refused(port: int, serial: str, secret: str) -> bool:
@@ -195,5 +191,7 @@ async def _the_link_reads_the_cluster(server: Server, second: RabbitNode) -> Non
         assert delivered["id"] == made and delivered["params"] == {"state": "off"}
         result = {"id": made, "status": "succeeded"}
         await plug.publish("devices/PLUG-2/commands/result", msgspec.json.encode(result), qos=1)
-        await eventually(lambda: status_of(server, bearer, made) == "succeeded")
+        await eventually(
+            lambda: served_command_status(server, bearer, "PLUG-2", made) == "succeeded"
+        )
     await eventually(lambda: fetch(server, bearer)["online"] is False)

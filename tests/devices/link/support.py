@@ -262,3 +262,14 @@ def switch_command(server: Server, token: str, serial: str, state: str) -> str:
     )
     assert response.status_code == 201, response.text
     return str(response.json()["command"]["id"])
+
+
+def served_command_status(server: Server, token: str, serial: str, command_id: str) -> str:
+    """GET /v1/controllers/<serial>/commands/<id>: the command's status."""
+    response = httpx.get(
+        f"{server.base_url}/v1/controllers/{serial}/commands/{command_id}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
+    return str(response.json()["command"]["status"])

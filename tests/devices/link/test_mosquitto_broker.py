@@ -36,6 +36,7 @@ from tests.devices.link.support import (
     eventually,
     new_command,
     nothing_arrives,
+    served_command_status,
     served_token,
     switch_command,
     writes_locked,
@@ -269,17 +270,9 @@ async def test_commands_made_while_offline_come_in_order_once_the_device_subscri
             await plug.publish(
                 f"devices/{SERIAL}/commands/result", f'{{"id": "{made[0]}", "status": "succeeded"}}'
             )
-            await eventually(lambda: _status(server, bearer, made[0]) == "succeeded")
-
-
-def _status(server: Server, bearer: str, command_id: str) -> str:
-    response = httpx.get(
-        f"{server.base_url}/v1/controllers/{SERIAL}/commands/{command_id}",
-        headers={"Authorization": f"Bearer {bearer}"},
-        timeout=10,
-    )
-    assert response.status_code == 200, response.text
-    return response.json()["command"]["status"]
+            await eventually(
+                lambda: served_command_status(server, bearer, SERIAL, made[0]) == "succeeded"
+            )
 
 
 async def test_rotate_secret_disconnects_the_old_secret_and_the_new_one_works(

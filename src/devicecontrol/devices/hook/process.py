@@ -6,7 +6,6 @@ reason it cannot, as the device link's process does (``link/supervisor.py`` star
 from __future__ import annotations
 
 import asyncio
-import logging.config
 import os
 import socket
 import ssl
@@ -14,18 +13,12 @@ import sys
 
 import uvicorn
 
-from devicecontrol.collector import collect_garbage_for_a_service
-from devicecontrol.config import Settings, SettingsError, load_settings
+from devicecontrol.config import Settings
 from devicecontrol.devices.hook.app import create_hook_app
+from devicecontrol.devices.link.helper_process import run_helper, say
 from devicecontrol.devices.link.supervisor import READY
 from devicecontrol.observability import metrics
-from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.runtime import Runtime
-
-
-def _say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def _listening(address: str) -> socket.socket:
@@ -52,7 +45,7 @@ async def _run(settings: Settings) -> int:
         listener = _listening(settings.broker_hook_listen)
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        _say(
+        say(
             f"cannot listen for the broker on {settings.broker_hook_listen} "
             f"(DEVICECONTROL_BROKER_HOOK_LISTEN): {reason}"
         )
@@ -74,7 +67,7 @@ async def _run(settings: Settings) -> int:
     except (OSError, ssl.SSLError) as exc:
         listener.close()
         await runtime.close()
-        _say(
+        say(
             "the broker hook's certificate or key (DEVICECONTROL_BROKER_HOOK_TLS_CERT, _KEY) "
             f"cannot be used: {' '.join(str(exc).split())}"
         )
@@ -88,9 +81,8 @@ async def _run(settings: Settings) -> int:
             server.should_exit = True
 
     loop.add_reader(sys.stdin.fileno(), parent_gone)
-    _say(READY)
+    say(READY)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    collect_garbage_for_a_service()
     try:
         await server.serve(sockets=[listener])  # SIGTERM and SIGINT stop it
     finally:
@@ -100,13 +92,7 @@ async def _run(settings: Settings) -> int:
 
 
 def main() -> int:
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        _say(str(exc))
-        return 1
-    logging.config.dictConfig(serve_logging_config(settings.log_level, settings.log_format))
-    return asyncio.run(_run(settings))
+    return run_helper(_run)
 
 
 if __name__ == "__main__":

@@ -16,24 +16,17 @@ metrics to the directory ``serve`` names in ``PROMETHEUS_MULTIPROC_DIR``.
 from __future__ import annotations
 
 import asyncio
-import logging.config
 import os
 import signal
 import sys
 
-from devicecontrol.collector import collect_garbage_for_a_service
-from devicecontrol.config import Settings, SettingsError, load_settings
+from devicecontrol.config import Settings
 from devicecontrol.devices.link.compose import build_link
+from devicecontrol.devices.link.helper_process import run_helper, say
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.devices.link.supervisor import READY
 from devicecontrol.observability import metrics
-from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.runtime import Runtime
-
-
-def _say(line: str) -> None:
-    sys.stdout.write(" ".join(line.split()) + "\n")
-    sys.stdout.flush()
 
 
 async def _until_stopped() -> None:
@@ -58,13 +51,13 @@ async def _run(settings: Settings) -> int:
         try:
             await link.start()
         except LinkError as exc:
-            _say(str(exc))
+            say(str(exc))
             return 1
         except Exception as exc:  # the database, most likely
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            _say(f"the device link cannot start: {reason}")
+            say(f"the device link cannot start: {reason}")
             return 1
-        _say(READY)
+        say(READY)
         # nobody reads stdout any more: a stray print must not fill the pipe and block
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         await _until_stopped()
@@ -76,14 +69,8 @@ async def _run(settings: Settings) -> int:
 
 
 def main() -> int:
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        _say(str(exc))
-        return 1
-    logging.config.dictConfig(serve_logging_config(settings.log_level, settings.log_format))
-    collect_garbage_for_a_service()  # 10,000 connections: a million long-lived objects
-    return asyncio.run(_run(settings))
+    # 10,000 connections are a million long-lived objects: run_helper sets the collector
+    return run_helper(_run)
 
 
 if __name__ == "__main__":
