@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import subprocess
 
 import httpx
 import pytest
@@ -13,6 +14,19 @@ from tests.processes import free_port, run_cli, running_server
 from tests.tls import server_certificate
 
 TOKEN = "hook-token-of-the-serve-test-0123456789ab"
+
+
+def serve_without_link(env: dict[str, str], workdir) -> subprocess.CompletedProcess[str]:
+    """``serve --no-device-link`` on a new SQLite file, run to its end (a refused start)."""
+    return run_cli(
+        "serve",
+        "--port",
+        str(free_port()),
+        "--no-device-link",
+        database_url=f"sqlite:///{workdir / 'serve.db'}",
+        env=env,
+        cwd=workdir,
+    )
 
 
 def test_a_hook_port_already_taken_is_one_line_and_exit_1(tmp_path):
@@ -24,15 +38,7 @@ def test_a_hook_port_already_taken_is_one_line_and_exit_1(tmp_path):
             "DEVICECONTROL_BROKER_HOOK_LISTEN": hook,
             "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
         }
-        result = run_cli(
-            "serve",
-            "--port",
-            str(free_port()),
-            "--no-device-link",
-            database_url=f"sqlite:///{tmp_path / 'hook.db'}",
-            env=env,
-            cwd=tmp_path,
-        )
+        result = serve_without_link(env, tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines() == [
         f"Error: cannot listen for the broker on {hook} (DEVICECONTROL_BROKER_HOOK_LISTEN): "
@@ -93,15 +99,7 @@ def test_an_unusable_hook_certificate_is_one_line_and_exit_1(tmp_path):
         "DEVICECONTROL_BROKER_HOOK_TLS_CERT": str(garbage),
         "DEVICECONTROL_BROKER_HOOK_TLS_KEY": str(garbage),
     }
-    result = run_cli(
-        "serve",
-        "--port",
-        str(free_port()),
-        "--no-device-link",
-        database_url=f"sqlite:///{tmp_path / 'bad.db'}",
-        env=env,
-        cwd=tmp_path,
-    )
+    result = serve_without_link(env, tmp_path)
     assert result.returncode == 1, result.stderr
     [line] = result.stderr.splitlines()
     assert "DEVICECONTROL_BROKER_HOOK_TLS_CERT" in line
