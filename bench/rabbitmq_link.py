@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import tempfile
 import time
@@ -26,9 +27,17 @@ import aio_pika
 import aiomqtt
 
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
-from bench.devices import SECRET, print_result, provision, serial, serving, stored_readings
+from bench.devices import (
+    CLOCK_TICKS,
+    SECRET,
+    print_result,
+    provision,
+    serial,
+    serving,
+    stored_readings,
+)
 from bench.servers import free_port
-from devicecontrol.devices.link.rabbitmq.client import DEVICES_QUEUE, ONE_CONSUMER
+from devicecontrol.devices.link.rabbitmq.client import declare_shards
 from tests.rabbitmq import private_rabbitmq
 
 TOKEN = "bench-hook-token-not-for-production-0123456789"  # noqa: S105 (benchmark data only)
@@ -72,14 +81,17 @@ async def _connect(
     return await aio_pika.connect(host="127.0.0.1", port=amqp_port, login=login, password=password)
 
 
-async def fill(amqp_port: int, readings: int, devices: int) -> None:
-    """The link's queue and the ceiling's declared with the link's account, then READINGS
-    readings published by the devices themselves (each logged in over AMQP through the
-    hook, which lets a device write its own topics only)."""
+async def fill(
+    amqp_port: int, readings: int, devices: int, *, shards: int = 1, ceiling: bool = True
+) -> None:
+    """The links' shard queues (and the ceiling's) declared with the link's account, then
+    READINGS readings published by the devices themselves (each logged in over AMQP through
+    the hook, which lets a device write its own topics only)."""
     async with await _connect(amqp_port) as connection:
         channel = await connection.channel()
-        for name, arguments in ((DEVICES_QUEUE, ONE_CONSUMER), (CEILING_QUEUE, None)):
-            queue = await channel.declare_queue(name, durable=True, arguments=arguments)
+        await declare_shards(channel, shards)  # as the links declare them
+        if ceiling:
+            queue = await channel.declare_queue(CEILING_QUEUE, durable=True)
             await queue.bind("amq.topic", "devices.*.state")
     each = readings // devices
 
@@ -120,6 +132,57 @@ def wait_stored(database_url: str, goal: int, timeout_s: float) -> float:
             break
         time.sleep(0.05)
     return time.monotonic() - started
+
+
+WINDOW_S = 4.0  # the drain rate of several links, once all of them run
+# who used the two cores in the window, by command line
+CPU_USERS = {
+    "links": b"devicecontrol.devices.link.process",
+    "PostgreSQL": b"postgres",
+    "RabbitMQ": b"beam.smp",
+}
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by the processes of each of CPU_USERS (every process on the
+    machine whose command line names it)."""
+    used = dict.fromkeys(CPU_USERS, 0.0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        for who, marker in CPU_USERS.items():
+            if marker in command:
+                used[who] += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return used
+
+
+def links_drain(
+    database_url: str, node_port: int, env: dict[str, str], links: int, args: argparse.Namespace
+) -> tuple[float, dict[str, float]]:
+    """Readings stored a second by LINKS link processes (shards i/LINKS, each its own serve
+    without the hook) draining queues filled beforehand, over WINDOW_S once all run; and
+    the cores the links, PostgreSQL and RabbitMQ used meanwhile."""
+    readings = 2 * args.readings  # enough to last until the last link has started
+    drained = (readings // args.devices) * args.devices
+    before = asyncio.run(stored_readings(database_url))
+    asyncio.run(fill(node_port, readings, args.devices, shards=links, ceiling=False))
+    with contextlib.ExitStack() as running:
+        for index in range(links):
+            shard = {**env, "DEVICECONTROL_LINK_SHARD": f"{index}/{links}"}
+            del shard["DEVICECONTROL_BROKER_HOOK_LISTEN"]  # the hook-only serve answers
+            running.enter_context(serving(database_url, free_port(), shard))
+        first, cpu_before = asyncio.run(stored_readings(database_url)), cpu_seconds()
+        time.sleep(WINDOW_S)
+        rate = (asyncio.run(stored_readings(database_url)) - first) / WINDOW_S
+        cpu_after = cpu_seconds()
+        wait_stored(database_url, before + drained, 300)  # empty for the next run
+    cores = {who: (cpu_after[who] - cpu_before[who]) / WINDOW_S for who in CPU_USERS}
+    return rate, cores
 
 
 def main() -> None:
@@ -175,6 +238,16 @@ def main() -> None:
             result["over MQTT: readings sent"] = sent
             result["over MQTT: stored/s while sending"] = stored_meanwhile / sending_s
             result["over MQTT: all stored after the last, s"] = lag
+        # one link process, then two, each storing its shard (the hook on a serve of its own)
+        with serving(database_url, free_port(), hook_env, "--no-device-link"):
+            for links in (1, 2):
+                rate, cores = links_drain(database_url, node.amqp_port, hook_env, links, args)
+                result[f"{links} link(s) drain: stored/s"] = rate
+                for who, used in cores.items():
+                    result[f"{links} link(s) drain: cores, {who}"] = used
+    result["2 links / 1 link"] = (
+        result["2 link(s) drain: stored/s"] / result["1 link(s) drain: stored/s"]
+    )
     result["link drain / ceiling"] = (
         result["link drains readings/s (incl. start)"]
         / result["ceiling: bare consumer drains msgs/s"]

@@ -26,7 +26,12 @@ from tests.tls import ServerCertificate
 
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 30
-PLUGINS = ("rabbitmq_mqtt", "rabbitmq_auth_backend_http", "rabbitmq_event_exchange")
+PLUGINS = (
+    "rabbitmq_mqtt",
+    "rabbitmq_auth_backend_http",
+    "rabbitmq_event_exchange",
+    "rabbitmq_consistent_hash_exchange",
+)
 
 
 @dataclass(frozen=True)

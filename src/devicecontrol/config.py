@@ -18,6 +18,7 @@ MQTT_URL_PORTS = {"mqtt": 1883, "mqtts": 8883}
 # DEVICECONTROL_AMQP_URL: RabbitMQ, which the link then reads over AMQP
 AMQP_URL_PORTS = {"amqp": 5672, "amqps": 5671}
 MIN_HOOK_TOKEN = 32
+MAX_LINK_SHARDS = 64
 HOOK_TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9._~-]+")
 MAX_COMMAND_TTL_S = 86400
 # a device's packets: room for a 4 KiB payload and its topic, up to MQTT's own maximum
@@ -109,6 +110,9 @@ class Settings:
     # RabbitMQ instead (its MQTT plugin for the devices): the link reads and publishes over
     # AMQP; the devices' identity is the broker hook's
     amqp_url: MqttUrl | None = None
+    # this link's share of RabbitMQ's devices' messages: shard i of n (0 of 1: all of them);
+    # shard 0 also follows who is connected, delivers commands and keeps the upkeep
+    link_shard: tuple[int, int] = (0, 1)
     # the broker hook (contract §9, brokers that ask the service): its own listener, off by
     # default, and the token its broker presents
     broker_hook_listen: str | None = None
@@ -237,6 +241,25 @@ def _tls_file(environ: Mapping[str, str], name: str) -> str | None:
     return raw or None
 
 
+def _shard(environ: Mapping[str, str], name: str) -> tuple[int, int]:
+    """I/N: this link process's shard of N (0 <= I < N <= MAX_LINK_SHARDS)."""
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return (0, 1)
+    index, slash, count = raw.partition("/")
+    if (
+        not slash
+        or not index.isdigit()
+        or not count.isdigit()
+        or not 0 <= int(index) < int(count) <= MAX_LINK_SHARDS
+    ):
+        raise SettingsError(
+            f"{ENV_PREFIX}{name} must be I/N, this link's shard of N (0 <= I < N <= "
+            f"{MAX_LINK_SHARDS}), got {raw!r}"
+        )
+    return (int(index), int(count))
+
+
 def _hook_token(environ: Mapping[str, str], name: str) -> str | None:
     """At least 32 of the characters a URL path keeps as they are: RabbitMQ's HTTP backend
     sends it as the first segment of the hook's paths."""
@@ -358,6 +381,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_url=_mqtt_url(env, "MQTT_URL"),
         mqtt_ca=_tls_file(env, "MQTT_CA"),
         amqp_url=_mqtt_url(env, "AMQP_URL", AMQP_URL_PORTS),
+        link_shard=_shard(env, "LINK_SHARD"),
         broker_hook_listen=_listen_address(env, "BROKER_HOOK_LISTEN", "") or None,
         broker_hook_token=_hook_token(env, "BROKER_HOOK_TOKEN"),
         broker_hook_tls_cert=_tls_file(env, "BROKER_HOOK_TLS_CERT"),

@@ -315,3 +315,11 @@ def test_amqp_url_names_rabbitmq_for_the_link_and_excludes_mqtt_url():
     with pytest.raises(SettingsError, match="neither amqp nor amqps") as refused:
         load_settings({"DEVICECONTROL_AMQP_URL": "mqtt://link:secret@127.0.0.1"})
     assert "secret" not in str(refused.value)
+
+
+@pytest.mark.parametrize("raw", ["1", "2/2", "-1/2", "0/0", "0/65", "a/b", "1/2/3"])
+def test_a_link_shard_is_i_of_n(raw):
+    assert load_settings({}).link_shard == (0, 1)
+    assert load_settings({"DEVICECONTROL_LINK_SHARD": "1/2"}).link_shard == (1, 2)
+    with pytest.raises(SettingsError, match="DEVICECONTROL_LINK_SHARD must be I/N"):
+        load_settings({"DEVICECONTROL_LINK_SHARD": raw})

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from typing import Any
 
 import aiomqtt
 import httpx
 import msgspec
 import pytest
+from sqlalchemy import func, select
 
 from devicecontrol.config import Settings
+from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices.identity import rotate_device_secret
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
@@ -107,15 +110,29 @@ async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics
                 "DEVICECONTROL_AMQP_URL": (
                     f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
                 ),
+                "DEVICECONTROL_LINK_SHARD": "0/2",
             }
-            with running_server(
-                settings.database_url, tmp_path, env=env, device_link=True
-            ) as server:
+            # the second link process stores the other shard of the devices' messages
+            sharer = {
+                "DEVICECONTROL_AMQP_URL": env["DEVICECONTROL_AMQP_URL"],
+                "DEVICECONTROL_LINK_SHARD": "1/2",
+            }
+            (tmp_path / "sharer").mkdir()
+            with (
+                running_server(
+                    settings.database_url, tmp_path, env=env, device_link=True
+                ) as server,
+                running_server(
+                    settings.database_url, tmp_path / "sharer", env=sharer, device_link=True
+                ) as other_link,
+            ):
                 await _the_hook_answers_for_the_cluster(
                     runtime, server, hook, (first, second), certificate
                 )
                 await _the_link_reads_the_cluster(server, second)
-            assert "Traceback" not in server.stderr(), server.stderr()
+                await _two_links_share_the_messages(runtime, (server, other_link), first)
+            for served in (server, other_link):
+                assert "Traceback" not in served.stderr(), served.stderr()
     finally:
         await runtime.close()
 
@@ -195,3 +212,47 @@ async def _the_link_reads_the_cluster(server: Server, second: RabbitNode) -> Non
             lambda: served_command_status(server, bearer, "PLUG-2", made) == "succeeded"
         )
     await eventually(lambda: fetch(server, bearer)["online"] is False)
+
+
+def _messages_taken(server: Server) -> float:
+    """The readings this serve's link took (its /metrics)."""
+    page = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in page.splitlines()
+        if line.startswith('devicecontrol_device_messages_total{kind="state"}')
+    )
+
+
+async def _two_links_share_the_messages(
+    runtime: Runtime, servers: tuple[Server, Server], node: RabbitNode
+) -> None:
+    """Sixteen devices' readings, every one stored once, split between the two links by
+    the shard of each device (a hash of its topic)."""
+    serials = [f"SHARE-{n:02d}" for n in range(16)]
+    for serial in serials:
+        await make_controller(runtime, serial, device_secret=SECRET, owner=OWNER)
+    before = [_messages_taken(server) for server in servers]
+    for serial in serials:
+        async with client(node.mqtt_port, serial, SECRET) as device:
+            for power in (1, 2, 3):
+                await device.publish(f"devices/{serial}/state", b'{"power": [%d]}' % power, qos=1)
+
+    async def stored() -> int:
+        async with runtime.database.read() as connection:
+            query = (
+                select(func.count())
+                .select_from(readings.join(controllers))
+                .where(controllers.c.serial_number.like("SHARE-%"))
+            )
+            return int((await connection.execute(query)).scalar_one())
+
+    assert await eventually(lambda: _once(stored, 48))
+    await asyncio.sleep(0.5)  # nothing stored twice, either
+    assert await stored() == 48
+    taken = [_messages_taken(server) - was for server, was in zip(servers, before, strict=True)]
+    assert sum(taken) == 48 and all(share > 0 for share in taken), taken
+
+
+async def _once(count: Any, goal: int) -> bool:
+    return await count() >= goal

@@ -41,6 +41,7 @@ class FakeBroker:
 
     devices_outlive_link = False
     checks_secrets = True  # the link reads no secrets from a database here
+    coordinates = True
     ready = True
     port = None
 

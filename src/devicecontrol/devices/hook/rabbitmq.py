@@ -83,7 +83,8 @@ async def resource(
         return _answer(False)
     if rules.is_link(runtime.settings, username):
         if kind == "exchange":
-            return _answer(name == EXCHANGE or (name == EVENTS and permission == "read"))
+            own = name.startswith(LINK_QUEUE_PREFIX)  # its shards' hash exchange
+            return _answer(name == EXCHANGE or own or (name == EVENTS and permission == "read"))
         return _answer(kind == "queue" and name.startswith(LINK_QUEUES))
     if not is_serial_number(username):
         return _answer(False)

@@ -25,7 +25,9 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
 
     def make_broker(link: DeviceLink) -> Broker:
         if amqp_url is not None and listen is None:
-            return RabbitMQBroker(link, amqp_url, ca_file=settings.mqtt_ca)
+            return RabbitMQBroker(
+                link, amqp_url, ca_file=settings.mqtt_ca, shard=settings.link_shard
+            )
         if mqtt_url is not None and listen is None:
             return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)

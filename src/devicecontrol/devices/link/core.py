@@ -99,8 +99,11 @@ class DeviceLink:
             asyncio.create_task(self.ingest.run(), name="link: ingest"),
             asyncio.create_task(self.outbox.sweep(), name="link: command sweep"),
             asyncio.create_task(self._forget_idle(), name="link: idle state"),
-            asyncio.create_task(keep_events(self.runtime), name="link: events upkeep"),
         ]
+        if self.broker.coordinates:  # the upkeep is one link's, whatever their number
+            self._tasks.append(
+                asyncio.create_task(keep_events(self.runtime), name="link: events upkeep")
+            )
         if not self.broker.checks_secrets:
             self._tasks.append(asyncio.create_task(self.rotations.run(), name="link: secrets"))
         DEVICES_CONNECTED.set(len(self._connections))
@@ -253,11 +256,21 @@ class DeviceLink:
         connection = self._connections.get(serial_number)
         if connection is None:
             return None
+        return self.identified_publication(
+            connection.identity, kind, payload, redelivery=redelivery
+        )
+
+    def identified_publication(
+        self, device: DeviceIdentity, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+    ) -> Stored | None:
+        """``publication`` of a device this link holds no connection of: a link process
+        that stores a share of the devices' messages while another follows who is
+        connected (RabbitMQ's shards)."""
         DEVICE_MESSAGES.labels(kind).inc()
-        if not self.rate.allow(serial_number):
+        if not self.rate.allow(device.serial_number):
             drop("rate_limited")
             return None
-        return self.ingest.put(connection.identity, kind, payload, redelivery=redelivery)
+        return self.ingest.put(device, kind, payload, redelivery=redelivery)
 
     async def room(self) -> None:
         await self.ingest.room()

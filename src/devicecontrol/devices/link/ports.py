@@ -60,6 +60,9 @@ class Broker(Protocol):
     # the broker itself ends a connection whose secret was rotated (Mosquitto's dynamic
     # security does): the link does not look for them
     checks_secrets: bool
+    # this link keeps the events' log, expires commands and rolls readings up: one link of
+    # several on one broker does (RabbitMQ's shard 0), every other stores messages only
+    coordinates: bool
 
     @property
     def ready(self) -> bool:
@@ -113,6 +116,11 @@ class Link(Protocol):
     ) -> Stored | None:
         """Queue a device's message for the database: done once stored (its PUBACK may go
         then), None when dropped at once (counted)."""
+
+    def identified_publication(
+        self, device: DeviceIdentity, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+    ) -> Stored | None:
+        """``publication`` of a device this link holds no connection of."""
 
 
 class ProvingLink(Link, Protocol):

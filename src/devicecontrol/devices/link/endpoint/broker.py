@@ -90,6 +90,7 @@ class DeviceEndpoint:
 
     devices_outlive_link = False
     checks_secrets = False  # the link closes a rotated secret's connection
+    coordinates = True
 
     def __init__(self, link: ProvingLink, listen: str, settings: Settings) -> None:
         self.link = link

@@ -73,6 +73,7 @@ class MosquittoBroker:
 
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
+    coordinates = True
 
     def __init__(
         self,

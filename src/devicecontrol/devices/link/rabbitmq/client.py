@@ -48,10 +48,12 @@ from devicecontrol.devices.link.identities import DeviceIdentities
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
 
-__all__ = ["RabbitMQBroker"]
+__all__ = ["RabbitMQBroker", "declare_shards", "shard_queue"]
 
-DEVICES_QUEUE = amqp_names.LINK_QUEUE_PREFIX + "devices"
+SHARDS = amqp_names.LINK_QUEUE_PREFIX + "devices"  # the consistent-hash exchange
 EVENTS_QUEUE = amqp_names.LINK_QUEUE_PREFIX + "events"
+HASH_EXCHANGE = "x-consistent-hash"  # rabbitmq_consistent_hash_exchange
+EQUAL_WEIGHT = "1"  # a shard queue's binding key on the hash exchange: its weight
 DEVICE_KEYS = tuple(
     amqp_names.routing_key(topic) for topic in topics.DEVICE_PUBLICATIONS
 )  # devices.*.state, devices.*.commands.result
@@ -60,6 +62,26 @@ ONE_CONSUMER: FieldTable = {"x-single-active-consumer": True}
 PREFETCH = 1000  # deliveries not yet acknowledged: the flow control
 CONNECT_TIMEOUT_S = 10
 logger = logging.getLogger("devicecontrol.devices.link")
+
+
+def shard_queue(number: int) -> str:
+    """The queue of shard ``number`` of the devices' messages."""
+    return f"{SHARDS}.{number}"
+
+
+async def declare_shards(channel: AbstractChannel, count: int) -> None:
+    """The devices' messages from ``amq.topic`` into ``count`` shard queues, by a hash of
+    their routing key (so each device's ``state`` stays in one queue, in order); every
+    shard's queue is declared, so that each keeps its share until its link reads it."""
+    topic = await channel.get_exchange(amqp_names.EXCHANGE, ensure=False)
+    hashing = await channel.declare_exchange(SHARDS, HASH_EXCHANGE, durable=True)
+    for key in DEVICE_KEYS:
+        await hashing.bind(topic, key)
+    for number in range(count):
+        queue = await channel.declare_queue(
+            shard_queue(number), durable=True, arguments=ONE_CONSUMER
+        )
+        await queue.bind(hashing, EQUAL_WEIGHT)
 
 
 def _text(value: Any) -> str:
@@ -75,8 +97,17 @@ class RabbitMQBroker:
     devices_outlive_link = True
     checks_secrets = False
 
-    def __init__(self, link: TrustingLink, url: MqttUrl, *, ca_file: str | None) -> None:
+    def __init__(
+        self,
+        link: TrustingLink,
+        url: MqttUrl,
+        *,
+        ca_file: str | None,
+        shard: tuple[int, int] = (0, 1),
+    ) -> None:
         self.link = link
+        self.shard = shard
+        self.coordinates = shard[0] == 0
         self.url = url
         self.where = {"broker": str(url)}
         self._ca_file = ca_file
@@ -127,17 +158,20 @@ class RabbitMQBroker:
         self._channel = channel
         self._exchange = await channel.get_exchange(amqp_names.EXCHANGE, ensure=False)
         events_exchange = await channel.get_exchange(amqp_names.EVENTS, ensure=False)
-        devices = await channel.declare_queue(DEVICES_QUEUE, durable=True, arguments=ONE_CONSUMER)
-        for key in DEVICE_KEYS:
-            await devices.bind(self._exchange, key)
-        events = await channel.declare_queue(EVENTS_QUEUE, durable=True, arguments=ONE_CONSUMER)
-        for key in EVENT_KEYS:
-            await events.bind(events_exchange, key)
-        await self.link.adopt_online()
+        index, count = self.shard
+        await declare_shards(channel, count)
+        mine = await channel.get_queue(shard_queue(index), ensure=False)
         self._readers = [
-            asyncio.create_task(self._read(events, self._event), name="link: broker events"),
-            asyncio.create_task(self._read(devices, self._message), name="link: device messages"),
+            asyncio.create_task(self._read(mine, self._message), name="link: device messages")
         ]
+        if self.coordinates:  # who is connected, and so the deliveries, are shard 0's
+            events = await channel.declare_queue(EVENTS_QUEUE, durable=True, arguments=ONE_CONSUMER)
+            for key in EVENT_KEYS:
+                await events.bind(events_exchange, key)
+            await self.link.adopt_online()
+            self._readers.append(
+                asyncio.create_task(self._read(events, self._event), name="link: broker events")
+            )
         self._ready = True
         self.link.broker_ready()
 
@@ -191,19 +225,20 @@ class RabbitMQBroker:
             self._failing.failed()  # the channel is gone: RabbitMQ delivers it again
 
     async def _message(self, delivery: AbstractIncomingMessage) -> Any:
+        """A device's message of this link's shard: stored under the registered device,
+        whichever link follows its connection."""
         topic = amqp_names.mqtt_topic(delivery.routing_key or "")
         serial_number = topics.publisher_of(topic)
         if serial_number is None:
             return None
-        if self.link.connections.get(serial_number) is None and not await self._take_up(
-            serial_number
-        ):
+        device = await self._identities.of(serial_number)
+        if device is None:
             return None
         kind = self.link.publication_kind(serial_number, topic)
         if kind is None:
             return None
-        return self.link.publication(
-            serial_number, kind, delivery.body, redelivery=bool(delivery.redelivered)
+        return self.link.identified_publication(
+            device, kind, delivery.body, redelivery=bool(delivery.redelivered)
         )
 
     async def _event(self, delivery: AbstractIncomingMessage) -> None:
@@ -245,14 +280,3 @@ class RabbitMQBroker:
         connection = self.link.connections.get(serial_number)
         if connection is not None and name.partition(" -> ")[0] == connection.address:
             self.link.connection_ended(connection)
-
-    async def _take_up(self, serial_number: str) -> bool:
-        """A device whose messages come while the link knows no connection of it (its
-        connect came before the link's queues): connected now, taken as subscribed."""
-        device = await self._identities.of(serial_number)
-        if device is None:
-            return False
-        connection, _ = self.link.claim(device, "")
-        self.link.connection_started(connection)
-        self.link.subscribed(serial_number, topics.commands_topic(serial_number))
-        return True
