@@ -20,7 +20,7 @@ from devicecontrol.cli.graceful import GRACEFUL_TIMEOUT_S, run_uvicorn
 from devicecontrol.config import LOG_FORMATS
 from devicecontrol.demo import data as demo_data
 from devicecontrol.devices.link.ports import LinkError
-from devicecontrol.devices.link.supervisor import HOOK_MODULE, LinkProcess
+from devicecontrol.devices.link.supervisor import HOOK_MODULE, LINK_MODULE, HelperProcess
 from devicecontrol.observability.logs import serve_logging_config
 from devicecontrol.observability.metrics import shared_metrics_directory
 from devicecontrol.runtime import Runtime
@@ -71,9 +71,11 @@ def serve(
     # /metrics sums the values of the workers and the device link
     with shared_metrics_directory(workers) as metrics_directory:
         # the hook first: a link on RabbitMQ logs in through it
-        hook = _start_broker_hook(metrics_directory) if settings.broker_hook_listen else None
+        hook = (
+            _start_helper(metrics_directory, HOOK_MODULE) if settings.broker_hook_listen else None
+        )
         try:
-            link = _start_device_link(metrics_directory) if device_link else None
+            link = _start_helper(metrics_directory, LINK_MODULE) if device_link else None
         except OperatorError:
             if hook is not None:
                 hook.stop()
@@ -114,30 +116,21 @@ def serve(
                 hook.stop()
 
 
-def _start_device_link(metrics_directory: str) -> LinkProcess:
-    """One link for all the workers, in a process of its own, listening (or connected to
-    the external broker) before HTTP is; a taken MQTT port or an unreachable broker is a
-    one-line error."""
+def _start_helper(metrics_directory: str, module: str) -> HelperProcess:
+    """A helper process (the device link, the broker hook), listening (or connected to the
+    external broker) before HTTP is; a taken port or an unreachable broker is a one-line
+    error. One of each for all the workers."""
     try:
-        return LinkProcess.start(metrics_directory)
+        return HelperProcess.start(metrics_directory, module)
     except LinkError as exc:
         raise OperatorError(str(exc)) from None
 
 
-def _terminate(*helpers: LinkProcess | None) -> None:
+def _terminate(*helpers: HelperProcess | None) -> None:
     """Ask the helper processes to stop alongside HTTP (from the signal handler)."""
     for helper in helpers:
         if helper is not None:
             helper.terminate()
-
-
-def _start_broker_hook(metrics_directory: str) -> LinkProcess:
-    """The broker hook in a process of its own, listening before HTTP is; a taken port is
-    a one-line error."""
-    try:
-        return LinkProcess.start(metrics_directory, HOOK_MODULE)
-    except LinkError as exc:
-        raise OperatorError(str(exc)) from None
 
 
 DEMO_READING_INTERVAL_S = 5

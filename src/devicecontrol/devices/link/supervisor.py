@@ -20,7 +20,7 @@ import time
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.observability import metrics
 
-__all__ = ["HOOK_MODULE", "LINK_MODULE", "READY", "LinkProcess"]
+__all__ = ["HOOK_MODULE", "LINK_MODULE", "READY", "HelperProcess"]
 
 READY = "ready"  # the link process's first line once it serves devices
 LINK_MODULE = "devicecontrol.devices.link.process"
@@ -33,9 +33,9 @@ RESTART_DELAY_S = 1.0
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
-class LinkProcess:
-    """``serve``'s handle on a helper process (the link's by default), restarted should it
-    ever end on its own."""
+class HelperProcess:
+    """``serve``'s handle on a helper process (the link's, or the hook's), restarted should
+    it ever end on its own."""
 
     def __init__(
         self, process: subprocess.Popen[bytes], metrics_directory: str, module: str
@@ -48,7 +48,7 @@ class LinkProcess:
         self._watchdog.start()
 
     @classmethod
-    def start(cls, metrics_directory: str, module: str = LINK_MODULE) -> LinkProcess:
+    def start(cls, metrics_directory: str, module: str = LINK_MODULE) -> HelperProcess:
         """The process, listening; ``LinkError`` with its one-line reason if it cannot."""
         return cls(_spawn(metrics_directory, module), metrics_directory, module)
 

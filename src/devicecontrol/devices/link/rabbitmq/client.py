@@ -112,7 +112,6 @@ class RabbitMQBroker:
         self.where = {"broker": str(url)}
         self._ca_file = ca_file
         self._connection: AbstractRobustConnection | None = None
-        self._channel: AbstractChannel | None = None
         self._exchange: AbstractExchange | None = None
         self._readers: list[asyncio.Task[None]] = []
         self._identities = DeviceIdentities(link.find_device)
@@ -155,9 +154,7 @@ class RabbitMQBroker:
             ) from None
         channel = await self._connection.channel(publisher_confirms=True)
         await channel.set_qos(prefetch_count=PREFETCH)
-        self._channel = channel
         self._exchange = await channel.get_exchange(amqp_names.EXCHANGE, ensure=False)
-        events_exchange = await channel.get_exchange(amqp_names.EVENTS, ensure=False)
         index, count = self.shard
         await declare_shards(channel, count)
         mine = await channel.get_queue(shard_queue(index), ensure=False)
@@ -165,6 +162,7 @@ class RabbitMQBroker:
             asyncio.create_task(self._read(mine, self._message), name="link: device messages")
         ]
         if self.coordinates:  # who is connected, and so the deliveries, are shard 0's
+            events_exchange = await channel.get_exchange(amqp_names.EVENTS, ensure=False)
             events = await channel.declare_queue(EVENTS_QUEUE, durable=True, arguments=ONE_CONSUMER)
             for key in EVENT_KEYS:
                 await events.bind(events_exchange, key)
