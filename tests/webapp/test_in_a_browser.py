@@ -23,6 +23,8 @@ import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.automations.geofences import service as geofences
+from devicecontrol.automations.schedules import service as schedules
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.devices import identity, repository
@@ -82,14 +84,30 @@ async def proxy(served: Served) -> AsyncIterator[TcpProxy]:
         yield started
 
 
-async def owner_with_plug(served: Served) -> tuple[str, str]:
-    """A new user and a smart plug of theirs, whose device secret is SECRET."""
+async def owner_with_plug(served: Served, *, automated: bool = False) -> tuple[str, str]:
+    """A new user and a smart plug of theirs, whose device secret is SECRET; ``automated``:
+    with a weekly schedule and a geofence too."""
     number = next(_numbers)
     user, serial = f"owner{number}@example.com", f"WEB-PLUG-{number}"
     runtime = Runtime.from_settings(Settings(database_url=served.database_url))
     try:
-        await make_user(runtime, user)
+        user_id = await make_user(runtime, user)
         await make_controller(runtime, serial, owner=user, name="Living-room plug")
+        if automated:
+            on, off = {"state": "on"}, {"state": "off"}
+            await schedules.create_schedule(
+                runtime,
+                user_id,
+                {"controller_id": serial, "days": "1111100", "from_time": "07:30",
+                 "command_name": "switch_on_off", "command_fields": on},
+            )  # fmt: skip
+            await geofences.create_geofence(
+                runtime,
+                user_id,
+                {"controller_id": serial, "latitude": 42.7, "longitude": 23.3, "radius": 200,
+                 "enter_command_name": "switch_on_off", "enter_command_fields": on,
+                 "exit_command_name": "switch_on_off", "exit_command_fields": off},
+            )  # fmt: skip
         async with runtime.database.write() as connection:
             await repository.set_device_secret(
                 connection, serial, identity.device_secret_digest(SECRET), utcnow()
@@ -195,7 +213,7 @@ async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revok
 async def test_pages_pass_axe_at_both_widths_hide_anothers_controller_and_log_out_for_good(
     served, browser, context
 ):
-    user, serial = await owner_with_plug(served)
+    user, serial = await owner_with_plug(served, automated=True)
     _, others = await owner_with_plug(served)
     page = await log_in(context, served, user)
     answer = await page.goto(served.url(f"/app/controllers/{others}"))
@@ -206,6 +224,11 @@ async def test_pages_pass_axe_at_both_widths_hide_anothers_controller_and_log_ou
     pages = ["/app/", f"/app/controllers/{serial}", "/app/profile", f"/app/controllers/{others}"]
     for path in pages:  # each page loaded once, checked at both widths (axe injected once)
         await page.goto(served.url(path))
+        # the rows' Edit forms open, so that axe checks them too
+        opened = await page.locator("details.change").evaluate_all(
+            "all => all.map(details => { details.open = true; return 1; }).length"
+        )
+        assert opened == (2 if path.endswith(serial) else 0), (path, opened)
         for size in (PHONE, DESKTOP):
             await page.set_viewport_size(size)
             assert await serious_violations(page) == [], (size, path)
