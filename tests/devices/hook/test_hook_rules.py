@@ -88,6 +88,12 @@ async def test_only_the_broker_with_the_token_is_answered(hook):
     )
     assert by_header.text == "allow"
     assert (await http.post(f"/{TOKEN}/nowhere", json={})).status_code == 404
+    # what a broker should never send, answered in words, never a 500
+    for body in (b"{", b"[1, 2]", b'{"topic": 5, "action": "publish"}', b"{" * 10_000):
+        bad = await http.post(
+            "/mqtt/authorize", content=body, headers={**BEARER, "Content-Type": "application/json"}
+        )
+        assert bad.status_code == 400, (body[:20], bad.status_code, bad.text)
 
 
 async def test_a_device_connects_with_its_secret_and_its_serial_as_client_id(hook):
