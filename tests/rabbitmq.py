@@ -41,6 +41,8 @@ class RabbitNode:
     amqp_port: int
     mqtt_port: int
     mqtts_port: int | None  # MQTT over TLS, on a node given a certificate
+    amqps_port: int | None  # AMQP over TLS, the same
+    management_port: int | None  # the management API, on a node that has it
 
     def log(self) -> str:
         logs = sorted((self.directory / "log").glob("*.log"))
@@ -82,7 +84,7 @@ def _wait_for(node: RabbitNode, port: int, process: subprocess.Popen[bytes]) -> 
 
 @contextmanager
 def _node(
-    hook_base_url: str, token: str, tls: ServerCertificate | None
+    hook_base_url: str, token: str, tls: ServerCertificate | None, *, management: bool = False
 ) -> Iterator[tuple[RabbitNode, subprocess.Popen[bytes]]]:
     """A node started (not yet answering: ``_wait_for``), stopped and removed at the end."""
     directory = Path(tempfile.mkdtemp(prefix="devicecontrol-rabbitmq-"))
@@ -92,28 +94,38 @@ def _node(
         free_port(),
         free_port(),
         free_port() if tls is not None else None,
+        free_port() if tls is not None else None,
+        free_port() if management else None,
     )
-    tls_lines = ""
+    extra_lines = ""
     if tls is not None:  # the files where the node's user can read them
         for name, source in (("ca", tls.ca), ("cert", tls.cert), ("key", tls.key)):
             shutil.copy(source, directory / f"{name}.pem")
-        tls_lines = (
+        extra_lines = (
             f"mqtt.listeners.ssl.default = 127.0.0.1:{node.mqtts_port}\n"
+            f"listeners.ssl.default = 127.0.0.1:{node.amqps_port}\n"
             f"ssl_options.cacertfile = {directory / 'ca.pem'}\n"
             f"ssl_options.certfile = {directory / 'cert.pem'}\n"
             f"ssl_options.keyfile = {directory / 'key.pem'}\n"
             "ssl_options.verify = verify_none\n"
             "ssl_options.fail_if_no_peer_cert = false\n"
         )
+    if management:  # statistics each second: a new connection is known to it that soon
+        extra_lines += "collect_statistics_interval = 1000\n"
+        extra_lines += (
+            f"management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = {node.management_port}\n"
+        )
+    # every node reports its connections to the cluster's management API (the agent)
+    plugins = (*PLUGINS, "rabbitmq_management" if management else "rabbitmq_management_agent")
     (directory / "rabbitmq.conf").write_text(
         f"listeners.tcp.default = 127.0.0.1:{node.amqp_port}\n"
         f"mqtt.listeners.tcp.default = 127.0.0.1:{node.mqtt_port}\n"
         "mqtt.allow_anonymous = false\n"
         "auth_backends.1 = http\n"
-        "auth_http.http_method = post\n" + hook_configuration(hook_base_url, token) + tls_lines,
+        "auth_http.http_method = post\n" + hook_configuration(hook_base_url, token) + extra_lines,
         encoding="utf-8",
     )
-    (directory / "enabled_plugins").write_text(f"[{','.join(PLUGINS)}].\n", encoding="utf-8")
+    (directory / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n", encoding="utf-8")
     for part in ("mnesia", "log"):
         (directory / part).mkdir()
     for path in (directory, *directory.rglob("*")):
@@ -157,10 +169,10 @@ def private_rabbitmq_cluster(
     hook_base_url: str, token: str, *, tls: ServerCertificate | None = None
 ) -> Iterator[tuple[RabbitNode, RabbitNode]]:
     """Two nodes in one cluster, both asking the hook at ``hook_base_url``; the first also
-    speaks MQTT over TLS with ``tls``'s certificate. Started side by side (about 10 s),
-    then the second joins the first."""
+    speaks MQTT and AMQP over TLS with ``tls``'s certificate and has the management API.
+    Started side by side (about 10 s), then the second joins the first."""
     with (
-        _node(hook_base_url, token, tls) as (first, first_process),
+        _node(hook_base_url, token, tls, management=True) as (first, first_process),
         _node(hook_base_url, token, None) as (second, second_process),
     ):
         _wait_for(first, first.mqtt_port, first_process)

@@ -113,6 +113,9 @@ class Settings:
     # this link's share of RabbitMQ's devices' messages: shard i of n (0 of 1: all of them);
     # shard 0 also follows who is connected, delivers commands and keeps the upkeep
     link_shard: tuple[int, int] = (0, 1)
+    # RabbitMQ's management API (http[s]://HOST:PORT): how the link closes a device's
+    # connection made with a secret since rotated; it logs in as the AMQP URL's user
+    rabbitmq_management_url: str | None = None
     # the broker hook (contract §9, brokers that ask the service): its own listener, off by
     # default, and the token its broker presents
     broker_hook_listen: str | None = None
@@ -260,6 +263,26 @@ def _shard(environ: Mapping[str, str], name: str) -> tuple[int, int]:
     return (int(index), int(count))
 
 
+def _management_url(environ: Mapping[str, str], name: str) -> str | None:
+    """http[s]://HOST[:PORT][/PREFIX], without credentials (the AMQP URL's are used)."""
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return None
+    shape = f"{ENV_PREFIX}{name} must be http://HOST[:PORT] or https://..."
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError:
+        raise SettingsError(f"{shape} (the port is not a number from 1 to 65535)") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"{shape} (a scheme and a host)")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise SettingsError(
+            f"{shape} (no user, query or fragment: the user is {ENV_PREFIX}AMQP_URL's)"
+        )
+    return raw.rstrip("/")
+
+
 def _hook_token(environ: Mapping[str, str], name: str) -> str | None:
     """At least 32 of the characters a URL path keeps as they are: RabbitMQ's HTTP backend
     sends it as the first segment of the hook's paths."""
@@ -382,6 +405,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         mqtt_ca=_tls_file(env, "MQTT_CA"),
         amqp_url=_mqtt_url(env, "AMQP_URL", AMQP_URL_PORTS),
         link_shard=_shard(env, "LINK_SHARD"),
+        rabbitmq_management_url=_management_url(env, "RABBITMQ_MANAGEMENT_URL"),
         broker_hook_listen=_listen_address(env, "BROKER_HOOK_LISTEN", "") or None,
         broker_hook_token=_hook_token(env, "BROKER_HOOK_TOKEN"),
         broker_hook_tls_cert=_tls_file(env, "BROKER_HOOK_TLS_CERT"),
@@ -421,8 +445,20 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             f"{ENV_PREFIX}MQTT_TLS_CERT and _KEY are the embedded broker's; with "
             f"{ENV_PREFIX}MQTT_URL the external broker holds the devices' TLS: unset them"
         )
-    if settings.mqtt_ca and (settings.mqtt_url is None or not settings.mqtt_url.tls):
-        raise SettingsError(f"{ENV_PREFIX}MQTT_CA is for an mqtts:// {ENV_PREFIX}MQTT_URL only")
+    link_broker = settings.link_account
+    secure_management = (settings.rabbitmq_management_url or "").lower().startswith("https:")
+    if settings.mqtt_ca and not (
+        (link_broker is not None and link_broker.tls) or secure_management
+    ):
+        raise SettingsError(
+            f"{ENV_PREFIX}MQTT_CA is for an mqtts:// {ENV_PREFIX}MQTT_URL, an amqps:// "
+            f"{ENV_PREFIX}AMQP_URL or an https:// {ENV_PREFIX}RABBITMQ_MANAGEMENT_URL only"
+        )
+    if settings.rabbitmq_management_url and settings.amqp_url is None:
+        raise SettingsError(
+            f"{ENV_PREFIX}RABBITMQ_MANAGEMENT_URL goes with {ENV_PREFIX}AMQP_URL, whose user "
+            "it logs in as"
+        )
     if bool(settings.broker_hook_tls_cert) != bool(settings.broker_hook_tls_key):
         raise SettingsError(
             f"{ENV_PREFIX}BROKER_HOOK_TLS_CERT and {ENV_PREFIX}BROKER_HOOK_TLS_KEY go "

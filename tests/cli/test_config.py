@@ -323,3 +323,37 @@ def test_a_link_shard_is_i_of_n(raw):
     assert load_settings({"DEVICECONTROL_LINK_SHARD": "1/2"}).link_shard == (1, 2)
     with pytest.raises(SettingsError, match="DEVICECONTROL_LINK_SHARD must be I/N"):
         load_settings({"DEVICECONTROL_LINK_SHARD": raw})
+
+
+def test_the_mqtt_ca_also_checks_an_amqps_link_and_an_https_management_api(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    amqps = {"DEVICECONTROL_AMQP_URL": "amqps://link:secret@rabbit.example"}
+    assert load_settings({**amqps, "DEVICECONTROL_MQTT_CA": str(ca)}).mqtt_ca == str(ca)
+    plain = {"DEVICECONTROL_AMQP_URL": "amqp://link:secret@rabbit.example"}
+    with pytest.raises(SettingsError, match="DEVICECONTROL_MQTT_CA is for"):
+        load_settings({**plain, "DEVICECONTROL_MQTT_CA": str(ca)})
+    https = {**plain, "DEVICECONTROL_RABBITMQ_MANAGEMENT_URL": "https://rabbit.example:15671"}
+    assert load_settings({**https, "DEVICECONTROL_MQTT_CA": str(ca)}).mqtt_ca == str(ca)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("ftp://rabbit.example", "a scheme and a host"),
+        ("http://", "a scheme and a host"),
+        ("http://admin:pw@rabbit.example:15672", "no user"),
+        ("http://rabbit.example:99999", "port"),
+    ],
+)
+def test_the_rabbitmq_management_url_goes_with_the_amqp_url_and_holds_no_user(raw, why):
+    amqp = {"DEVICECONTROL_AMQP_URL": "amqp://link:secret@rabbit.example"}
+    url = "http://rabbit.example:15672/"
+    settings = load_settings({**amqp, "DEVICECONTROL_RABBITMQ_MANAGEMENT_URL": url})
+    assert settings.rabbitmq_management_url == "http://rabbit.example:15672"
+    assert load_settings(amqp).rabbitmq_management_url is None
+    with pytest.raises(SettingsError, match="goes with DEVICECONTROL_AMQP_URL"):
+        load_settings({"DEVICECONTROL_RABBITMQ_MANAGEMENT_URL": url})
+    with pytest.raises(SettingsError, match=why) as refused:
+        load_settings({**amqp, "DEVICECONTROL_RABBITMQ_MANAGEMENT_URL": raw})
+    assert "pw" not in str(refused.value)

@@ -1,11 +1,13 @@
 """The broker hook and the device link behind a real two-node RabbitMQ cluster (its MQTT
-plugin, HTTP auth backend and event exchange), with real ``serve`` processes: devices as
-real MQTT clients on either node are let in, kept to their own topics and refused after a
-rotation by the cluster itself, through the hook; one connects over TLS; the service's own
-account publishes a command on one node that reaches a device on the other. Then a
-``serve`` whose link reads the cluster over AMQP stores a device's reading, follows its
-``online``, and delivers a command whose result comes back. One cluster for the whole
-test: each node takes about 10 s to start.
+plugin, HTTP auth backend, event exchange and management API), with real ``serve``
+processes: devices as real MQTT clients on either node are let in, kept to their own
+topics and refused after a rotation by the cluster itself, through the hook, and a
+connection made with the rotated secret is ended through the management API; one device
+connects over TLS; the service's own account publishes a command on one node that reaches
+a device on the other. Then a ``serve`` whose link reads the cluster over AMQP with TLS
+stores a device's reading, follows its ``online``, and delivers a command whose result
+comes back, and two links share the devices' messages. One cluster for the whole test:
+each node takes about 10 s to start.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from devicecontrol.devices.identity import rotate_device_secret
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     OWNER,
+    connection_ends,
     eventually,
+    is_online,
     served_command_status,
     served_token,
     switch_command,
@@ -104,17 +108,25 @@ async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics
             assert first.mqtts_port is not None
             # one serve with the hook and the link: the hook starts first, since the link
             # logs in to RabbitMQ through it
+            # shard 0 over TLS, ending rotated secrets' connections through the
+            # management API
             env = {
                 "DEVICECONTROL_BROKER_HOOK_LISTEN": f"127.0.0.1:{hook_port}",
                 "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
                 "DEVICECONTROL_AMQP_URL": (
-                    f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
+                    f"amqps://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqps_port}/"
+                ),
+                "DEVICECONTROL_MQTT_CA": str(certificate.ca),
+                "DEVICECONTROL_RABBITMQ_MANAGEMENT_URL": (
+                    f"http://127.0.0.1:{first.management_port}"
                 ),
                 "DEVICECONTROL_LINK_SHARD": "0/2",
             }
             # the second link process stores the other shard of the devices' messages
             sharer = {
-                "DEVICECONTROL_AMQP_URL": env["DEVICECONTROL_AMQP_URL"],
+                "DEVICECONTROL_AMQP_URL": (
+                    f"amqp://{LINK_USER}:{LINK_PASSWORD}@127.0.0.1:{first.amqp_port}/"
+                ),
                 "DEVICECONTROL_LINK_SHARD": "1/2",
             }
             (tmp_path / "sharer").mkdir()
@@ -183,12 +195,30 @@ async def _the_hook_answers_for_the_cluster(
         asking = asyncio.create_task(plug.subscribe("devices/PLUG-2/commands", qos=1))
         assert await closed_by_the_broker(plug)
         asking.cancel()
-    new_secret = await rotate_device_secret(runtime, "PLUG-1")
+    # a device connected when its secret is rotated: the link has the cluster end the
+    # connection (through the first node's management API; the device is on the second)
+    async with client(second.mqtt_port, "PLUG-1", SECRET) as plug:
+        await eventually(lambda: is_online(runtime, "PLUG-1"))
+        # the management API knows a connection from its next statistics (5 s at most)
+        await eventually(lambda: _managed(first, "PLUG-1"), within=WAIT_S)
+        new_secret = await rotate_device_secret(runtime, "PLUG-1")
+        await connection_ends(plug, within=2)
     for node in (first, second):  # at once, on every node: nothing cached
         assert await refused(node.mqtt_port, "PLUG-1", SECRET)
     async with client(second.mqtt_port, "PLUG-1", new_secret) as plug:
         await plug.publish("devices/PLUG-1/state", b'{"power": [3]}', qos=1)
     assert "access_refused" in first.log() + second.log()
+
+
+def _managed(node: RabbitNode, serial: str) -> bool:
+    """Whether the cluster's management API lists a connection of ``serial``'s."""
+    answer = httpx.get(
+        f"http://127.0.0.1:{node.management_port}/api/connections",
+        auth=(LINK_USER, LINK_PASSWORD),
+        timeout=WAIT_S,
+    )
+    assert answer.status_code == 200, answer.text
+    return any(connection["user"] == serial for connection in answer.json())
 
 
 async def _the_link_reads_the_cluster(server: Server, second: RabbitNode) -> None:

@@ -11,6 +11,7 @@ from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.ports import Broker
 from devicecontrol.devices.link.rabbitmq.client import RabbitMQBroker
+from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 from devicecontrol.runtime import Runtime
 
 __all__ = ["build_link"]
@@ -25,8 +26,17 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
 
     def make_broker(link: DeviceLink) -> Broker:
         if amqp_url is not None and listen is None:
+            management = settings.rabbitmq_management_url
             return RabbitMQBroker(
-                link, amqp_url, ca_file=settings.mqtt_ca, shard=settings.link_shard
+                link,
+                amqp_url,
+                ca_file=settings.mqtt_ca,
+                shard=settings.link_shard,
+                management=(
+                    ManagementApi(management, amqp_url, ca_file=settings.mqtt_ca)
+                    if management
+                    else None
+                ),
             )
         if mqtt_url is not None and listen is None:
             return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)

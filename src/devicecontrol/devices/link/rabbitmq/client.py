@@ -19,8 +19,10 @@ AMQP, with names as ``devices/amqp_names.py`` gives them:
   for the plugin to deliver to the device's subscription queue (which keeps it while the
   device is away, for a session that is not clean).
 
-RabbitMQ ends no connection for the link: a device whose secret was rotated is refused at
-its next login by the hook, but a connection made with the old secret stays until it ends.
+A device whose secret was rotated is refused at its next login by the hook; the
+connection it made with the old secret is ended through RabbitMQ's management API
+(``management.py``, ``DEVICECONTROL_RABBITMQ_MANAGEMENT_URL``), by the name its
+``connection.created`` event gave. Without that API it stays until it ends.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.identities import DeviceIdentities
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
+from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 
 __all__ = ["RabbitMQBroker", "declare_shards", "shard_queue"]
 
@@ -104,6 +107,7 @@ class RabbitMQBroker:
         *,
         ca_file: str | None,
         shard: tuple[int, int] = (0, 1),
+        management: ManagementApi | None = None,
     ) -> None:
         self.link = link
         self.shard = shard
@@ -116,6 +120,8 @@ class RabbitMQBroker:
         self._readers: list[asyncio.Task[None]] = []
         self._identities = DeviceIdentities(link.find_device)
         self._by_name: dict[str, str] = {}  # a device's connection name -> its serial
+        self._name_of: dict[str, str] = {}  # and back, for the current connection
+        self._management = management
         self._acking: set[asyncio.Task[None]] = set()
         self._ready = False
         self._failing = Outage("the device link failed on a RabbitMQ delivery")
@@ -167,6 +173,12 @@ class RabbitMQBroker:
             for key in EVENT_KEYS:
                 await events.bind(events_exchange, key)
             await self.link.adopt_online()
+            if self._management is None:
+                logger.warning(
+                    "RabbitMQ's management API is not configured "
+                    "(DEVICECONTROL_RABBITMQ_MANAGEMENT_URL): a device connected with a "
+                    "secret since rotated stays connected until it disconnects"
+                )
             self._readers.append(
                 asyncio.create_task(self._read(events, self._event), name="link: broker events")
             )
@@ -193,7 +205,14 @@ class RabbitMQBroker:
         await self._exchange.publish(message, routing_key=amqp_names.routing_key(topic))
 
     async def close_connection(self, connection: DeviceConnection) -> None:
-        """RabbitMQ ends no connection for the link (the module's docstring)."""
+        """End a device's connection through the management API (the module's docstring);
+        ``ManagementError`` when it refuses or is out of reach (the rotation watch logs it
+        and tries again a second later)."""
+        serial_number = connection.identity.serial_number
+        name = self._name_of.get(serial_number)
+        if self._management is None or name is None:
+            return
+        await self._management.close_connection(name)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -266,6 +285,7 @@ class RabbitMQBroker:
         if device is None:  # the service itself, or an account that is no device
             return
         self._by_name[name] = user
+        self._name_of[user] = name
         connection, previous = self.link.claim(device, name.partition(" -> ")[0])
         if previous is not None:  # MQTT's take-over: the device stays online
             self.link.connection_ended(previous)
@@ -275,6 +295,8 @@ class RabbitMQBroker:
         serial_number = self._by_name.pop(name, None)
         if serial_number is None:
             return
+        if self._name_of.get(serial_number) == name:
+            del self._name_of[serial_number]
         connection = self.link.connections.get(serial_number)
         if connection is not None and name.partition(" -> ")[0] == connection.address:
             self.link.connection_ended(connection)
