@@ -1,6 +1,8 @@
-"""The hook's ASGI app: the EMQX and RabbitMQ questions, answered only to the broker that
-presents the hook's token, as ``Authorization: Bearer <token>`` or as the first segment of
-the path (RabbitMQ's HTTP backend sends no headers of its own). Anything else is 401.
+"""The hook's ASGI app: the EMQX, VerneMQ and RabbitMQ questions, answered only to the
+broker that presents the hook's token, as ``Authorization: Bearer <token>`` or as the first
+segment of the path (RabbitMQ's HTTP backend and VerneMQ's webhooks send no headers of
+their own). Anything else is 401; a body that is not the question's JSON is 400, never 500.
+Errors are problem+json, as on the public API.
 
 No request is logged: a path may carry the token, and the questions carry passwords.
 """
@@ -9,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import cast
+from typing import Any, cast
 
 import msgspec
-from litestar import Litestar
+from litestar import Litestar, Request, Response
 from litestar.di import Provide
 from litestar.enums import ScopeType
 from litestar.types import (
@@ -26,6 +28,8 @@ from litestar.types import (
 
 from devicecontrol.devices.hook.emqx import EMQX_HANDLERS
 from devicecontrol.devices.hook.rabbitmq import RABBITMQ_HANDLERS
+from devicecontrol.devices.hook.vernemq import VERNEMQ_HANDLERS
+from devicecontrol.http.problems import EXCEPTION_HANDLERS, problem_response
 from devicecontrol.runtime import Runtime
 
 BEARER = b"bearer "
@@ -94,13 +98,20 @@ async def _refuse(send: Send) -> None:
     await send(body)
 
 
+def _nested_too_deeply(_: Request[Any, Any, Any], __: RecursionError) -> Response[bytes]:
+    """msgspec gives up on a body at the interpreter's recursion limit, even in a member the
+    question does not read: the one deep recursion a request can cause here."""
+    return problem_response(400, "The request body is nested too deeply.")
+
+
 def create_hook_app(runtime: Runtime, token: str) -> Litestar:
     async def provide_runtime() -> Runtime:
         return runtime
 
     app = Litestar(
-        route_handlers=[*EMQX_HANDLERS, *RABBITMQ_HANDLERS],
+        route_handlers=[*EMQX_HANDLERS, *VERNEMQ_HANDLERS, *RABBITMQ_HANDLERS],
         dependencies={"runtime": Provide(provide_runtime, use_cache=True)},
+        exception_handlers={**EXCEPTION_HANDLERS, RecursionError: _nested_too_deeply},
         openapi_config=None,
         logging_config=None,
         debug=False,
