@@ -523,12 +523,19 @@ def main() -> None:
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
     parser.add_argument(
         "--broker",
-        choices=("embedded", "mosquitto"),
+        choices=("embedded", "mosquitto", "rabbitmq"),
         default="embedded",
-        help="the devices' broker: the service's own endpoint, or Mosquitto "
-        "(DEVICECONTROL_MQTT_URL, its accounts written before it starts)",
+        help="the devices' broker: the service's own endpoint, Mosquitto "
+        "(DEVICECONTROL_MQTT_URL, its accounts written before it starts), or a RabbitMQ "
+        "node asking the broker hook (DEVICECONTROL_AMQP_URL: bench/rabbitmq_link.py with "
+        "one and two link processes, then bench/hook.py's answers a second)",
     )
+    parser.add_argument("--readings", type=int, default=50_000, help="rabbitmq: the drain")
+    parser.add_argument("--connections", type=int, default=16, help="rabbitmq: the hook's wrk")
     args = parser.parse_args()
+    if args.broker == "rabbitmq":
+        print_result(rabbitmq_and_hook(args), width=44, decimals=2)
+        return
     with (
         tempfile.TemporaryDirectory(prefix="devicecontrol-bench-devices-") as workdir,
         throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
@@ -550,6 +557,17 @@ def main() -> None:
     if args.ceiling:
         result.update(asyncio.run(mosquitto_ceiling(args)))
     print_result(result)
+
+
+def rabbitmq_and_hook(args: argparse.Namespace) -> dict[str, object]:
+    """The link on RabbitMQ (one and two link processes) and the hook's answers a second:
+    their own modules' measurements, run with this command's arguments."""
+    from bench import hook, rabbitmq_link  # they build on this module
+
+    result: dict[str, object] = dict(rabbitmq_link.measure(args))
+    answers = hook.measure(argparse.Namespace(**{**vars(args), "seconds": int(args.seconds)}))
+    result.update({f"hook: {name}": value for name, value in answers.items()})
+    return result
 
 
 def print_result(result: dict, width: int = 28, decimals: int = 1) -> None:

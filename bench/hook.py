@@ -34,6 +34,7 @@ from bench.servers import free_port
 TOKEN = "bench-hook-token-not-for-production-0123456789"  # noqa: S105 (benchmark data only)
 BEARER = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+CONNECTIONS = 16  # wrk's
 
 
 def requests_of(kind: str, devices: int) -> list[Request]:
@@ -74,8 +75,16 @@ def main() -> None:
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
     parser.add_argument("--devices", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--connections", type=int, default=CONNECTIONS)
     args = parser.parse_args()
+    result = measure(args)
+    print(f"backend {args.backend}, {args.devices:,} devices, {args.connections} connections")
+    print_result(result, width=32, decimals=2)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """The hook's answers a second and their p99, each against the ceiling (``python -m
+    bench.devices --broker rabbitmq`` runs it too)."""
     result: dict[str, Any] = {}
     with (
         throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
@@ -101,8 +110,7 @@ def main() -> None:
     ceiling = result["ceiling answers/s"]
     for kind in ("authenticate", "authorize", "rabbitmq user"):
         result[f"{kind} / ceiling"] = result[f"{kind} answers/s"] / ceiling
-    print(f"backend {args.backend}, {args.devices:,} devices, {args.connections} connections")
-    print_result(result, width=32, decimals=2)
+    return result
 
 
 if __name__ == "__main__":

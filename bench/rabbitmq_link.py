@@ -44,6 +44,7 @@ TOKEN = "bench-hook-token-not-for-production-0123456789"  # noqa: S105 (benchmar
 LINK_USER, LINK_PASSWORD = "devicecontrol-link", "bench-link-password-0123456789"
 READING = b'{"relay_state": "on", "power": [12.5]}'
 CEILING_QUEUE = "devicecontrol.bench-ceiling"
+READINGS = 50_000  # put on the queue for the drain rate
 
 
 async def over_mqtt(port: int, devices: int, rate: float, seconds: float) -> int:
@@ -192,8 +193,16 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=200)
     parser.add_argument("--rate", type=float, default=500, help="readings a second, in all")
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--readings", type=int, default=50_000, help="for the drain rate")
+    parser.add_argument("--readings", type=int, default=READINGS, help="for the drain rate")
     args = parser.parse_args()
+    result = measure(args)
+    print(f"backend {args.backend}, {args.devices} devices, drain of {args.readings:,} readings")
+    print_result(result, width=40, decimals=2)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement of the module's docstring (``python -m bench.devices --broker
+    rabbitmq`` runs it too)."""
     result: dict[str, Any] = {}
     hook_port = free_port()
     with (
@@ -252,8 +261,7 @@ def main() -> None:
         result["link drains readings/s (incl. start)"]
         / result["ceiling: bare consumer drains msgs/s"]
     )
-    print(f"backend {args.backend}, {args.devices} devices, drain of {args.readings:,} readings")
-    print_result(result, width=40, decimals=2)
+    return result
 
 
 if __name__ == "__main__":
