@@ -253,3 +253,29 @@ async def test_rabbitmq_questions_follow_the_same_topic_rules(hook):
     assert await rabbitmq(http, "topic", **link, **events, permission="read") == "allow"
     assert await rabbitmq(http, "topic", **link, **events, permission="write") == "deny"
     assert await rabbitmq(http, "topic", **device, **events, permission="read") == "deny"
+
+
+async def test_the_link_account_is_a_rabbitmq_administrator_only_with_the_management_api(
+    settings: Settings,
+):
+    """Ending a rotated secret's connection through RabbitMQ's management API needs the
+    tag; without that API the link's account gets no more than it needs."""
+    link = MqttUrl(False, "127.0.0.1", 5672, LINK_USER, LINK_PASSWORD, protocol="amqp")
+    managed = "http://127.0.0.1:15672"
+    for management, expected in [(managed, "allow administrator"), (None, "allow")]:
+        runtime = Runtime.from_settings(
+            replace(settings, amqp_url=link, rabbitmq_management_url=management)
+        )
+        try:
+            if management:  # one database for both
+                await make_controller(runtime, "PLUG-1", device_secret=SECRET)
+            transport = httpx.ASGITransport(app=create_hook_app(runtime, TOKEN))
+            async with httpx.AsyncClient(transport=transport, base_url="http://hook") as http:
+                asked = {"username": LINK_USER, "password": LINK_PASSWORD}
+                assert await rabbitmq(http, "user", **asked) == expected
+                wrong = {"username": LINK_USER, "password": "wrong"}
+                assert await rabbitmq(http, "user", **wrong) == "deny"
+                device = {"username": "PLUG-1", "password": SECRET, "client_id": "PLUG-1"}
+                assert await rabbitmq(http, "user", **device) == "allow"
+        finally:
+            await runtime.close()
