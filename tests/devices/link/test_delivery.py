@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import select
 
+from devicecontrol.database.tables import commands
+from devicecontrol.devices.link.compose import build_link
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     command_status,
@@ -101,6 +104,34 @@ async def test_an_expired_command_is_never_delivered(runtime, plug, clock):
             await nothing_arrives(client, within=0.4)
         assert await command_status(runtime, plug, queued) == "expired"
         assert await command_status(runtime, plug, unsent) == "expired"
+
+
+async def stored_status(runtime: Runtime, public_id: str) -> str:
+    async with runtime.database.read() as connection:
+        query = select(commands.c.status).where(commands.c.public_id == public_id)
+        return str((await connection.execute(query)).scalar_one())
+
+
+async def test_only_the_coordinating_link_stores_expiries(runtime, plug, clock):
+    """Of several link processes only one keeps the upkeep (expiries, the events' log, the
+    rollups: two rolling the same quarter hour would collide); its first round runs as
+    the link starts."""
+    overdue = await new_command(runtime, plug, "on", ttl_s=1)
+    clock.advance(2)
+    sharer = build_link(runtime, listen="127.0.0.1:0")
+    sharer.broker.coordinates = False  # what a link of shard 1 of 2 is
+    await sharer.start()
+    try:
+        await asyncio.sleep(0.5)
+        assert await stored_status(runtime, overdue.public_id) == "queued"
+    finally:
+        await sharer.stop()
+    async with running_link(runtime):
+        await eventually(lambda: _is(stored_status(runtime, overdue.public_id), "expired"))
+
+
+async def _is(status, expected: str) -> bool:
+    return await status == expected
 
 
 async def test_a_resumed_persistent_session_gets_its_commands_without_subscribing_again(
