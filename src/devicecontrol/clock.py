@@ -49,8 +49,15 @@ def use_time_source(source: TimeSource) -> TimeSource:
 
 
 def utcnow() -> datetime:
-    """Naive UTC, second precision: what every timestamp column holds."""
+    """Naive UTC, second precision: what the timestamp columns hold (but readings')."""
     return _source.now().replace(tzinfo=None, microsecond=0)
+
+
+def arrival_time() -> datetime:
+    """Naive UTC to the microsecond: when a device's message reached the link. Several link
+    processes store one device's readings side by side, and the latest is the one that
+    arrived last: within a second, only the microseconds tell."""
+    return _source.now().replace(tzinfo=None)
 
 
 def timestamp() -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, bindparam, select, update
+from sqlalchemy import ColumnElement, DateTime, Row, bindparam, case, or_, select, update
 
 from devicecontrol.database import prepared
 from devicecontrol.database.engine import Reader, Writer
@@ -128,9 +128,22 @@ async def set_online(
     )
 
 
+def seen_not_after(moment: Any) -> ColumnElement[bool]:
+    """``last_seen`` is not later than ``moment``: it only moves forward, whichever of
+    several link processes stores a device's message first."""
+    return or_(controllers.c.last_seen.is_(None), controllers.c.last_seen <= moment)
+
+
+def _later_last_seen(moment: Any) -> ColumnElement[Any]:
+    """``last_seen`` moved to ``moment``, unless it is later already."""
+    return case((seen_not_after(moment), moment), else_=controllers.c.last_seen)
+
+
 async def touch_last_seen(connection: Writer, controller_id: int, now: datetime) -> None:
     await connection.execute(
-        update(controllers).where(controllers.c.id == controller_id).values(last_seen=now)
+        update(controllers)
+        .where(controllers.c.id == controller_id, seen_not_after(now))
+        .values(last_seen=now)
     )
 
 
@@ -158,7 +171,7 @@ async def set_presence(
         await connection.execute(
             update(controllers)
             .where(controllers.c.id == bindparam("b_id"))
-            .values(online=True, last_seen=bindparam("b_at")),
+            .values(online=True, last_seen=_later_last_seen(bindparam("b_at", type_=DateTime))),
             online,
         )
     if offline:

@@ -26,7 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from devicecontrol.clock import utcnow
+from devicecontrol.clock import arrival_time, utcnow
 from devicecontrol.database.engine import Writer
 from devicecontrol.devices import repository
 from devicecontrol.devices.commands import service as commands
@@ -112,16 +112,18 @@ class Ingest:
         payload: bytes,
         *,
         redelivery: bool = False,
+        arrived_at: datetime | None = None,
     ) -> asyncio.Future[None]:
         """Queue a message; the future is done once it is stored, or at once if a rule of
         the readings' drops it (size, JSON: dropped and counted, and acknowledging it loses
-        nothing it was owed)."""
+        nothing it was owed). A reading is stored with ``arrived_at``, else now."""
         stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             match kind:
                 case MessageKind.STATE:
                     reading = readings.storable_reading(payload).decode("utf-8")
-                    self._readings.append(Arrival(device, reading, utcnow(), stored, redelivery))
+                    at = arrived_at or arrival_time()
+                    self._readings.append(Arrival(device, reading, at, stored, redelivery))
                     self._arrived_reading.set()
                 case MessageKind.RESULT:
                     result = readings.parse_object(payload)

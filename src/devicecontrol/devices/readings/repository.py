@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    DateTime,
     Row,
     String,
     bindparam,
@@ -25,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from devicecontrol.database.engine import LongReader, Reader, Writer
 from devicecontrol.database.tables import controllers, latest_readings, readings
-from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
+from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT, seen_not_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,10 @@ async def insert_readings(connection: Writer, arrived: Sequence[ArrivedReading])
     latest: one multi-row INSERT for the history, one upsert of the latest readings and one
     update of ``last_seen``, each with all the batch's controllers at once.
 
+    The latest reading and ``last_seen`` only move forward in arrival time: several link
+    processes store one device's readings side by side, and one that arrived earlier may
+    commit later; it joins the history, and leaves the newer one latest.
+
     The ownership is looked up in the same transaction, so a reading and a hand-over are
     ordered by arrival, never by second-precision timestamps.
     """
@@ -158,21 +163,24 @@ OWNERS_OF = select(controllers.c.id, ACTIVE_ASSIGNMENT.label("assignment_id")).w
     controllers.c.id.in_(bindparam("ids", expanding=True))
 )
 READINGS_INSERT = insert(readings).returning(readings.c.id, sort_by_parameter_order=True)
+_SEEN = bindparam("b_last_seen", type_=DateTime)
 LAST_SEEN_UPDATE = (
     update(controllers)
-    .where(controllers.c.id == bindparam("b_id"))
-    .values(last_seen=bindparam("b_last_seen"))
+    .where(controllers.c.id == bindparam("b_id"), seen_not_after(_SEEN))
+    .values(last_seen=_SEEN)
 )
 
 
 @functools.cache
 def _latest_upsert(dialect_name: str) -> Any:
-    """Each controller's newest reading of a batch becomes its latest (an upsert)."""
+    """Each controller's newest reading of a batch becomes its latest (an upsert), unless
+    the one stored arrived later."""
     dialect_insert = postgresql.insert if dialect_name == "postgresql" else sqlite.insert
     upsert = dialect_insert(latest_readings)
     return upsert.on_conflict_do_update(
         index_elements=[latest_readings.c.controller_id],
         set_={name: upsert.excluded[name] for name in LATEST_FIELDS},
+        where=latest_readings.c.created_at <= upsert.excluded.created_at,
     )
 
 
