@@ -77,6 +77,8 @@ SERVICE_ACLS = (
     ("publishClientReceive", "$SYS/broker/log/#"),
     ("subscribePattern", "devices/+/state"),
     ("subscribePattern", "devices/+/commands/result"),
+    ("subscribePattern", "$share/devicecontrol/devices/+/state"),
+    ("subscribePattern", "$share/devicecontrol/devices/+/commands/result"),
     ("publishClientReceive", "devices/+/state"),
     ("publishClientReceive", "devices/+/commands/result"),
     ("publishClientSend", "devices/+/commands"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
+from devicecontrol.devices.link.mosquitto.share import MosquittoShare
 from devicecontrol.devices.link.ports import Broker
 from devicecontrol.devices.link.rabbitmq.client import RabbitMQBroker
 from devicecontrol.devices.link.rabbitmq.management import ManagementApi
@@ -39,7 +40,12 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
                 ),
             )
         if mqtt_url is not None and listen is None:
-            return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca)
+            index, count = settings.link_shard
+            if index > 0:
+                return MosquittoShare(
+                    link, mqtt_url, shard=(index, count), ca_file=settings.mqtt_ca
+                )
+            return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca, shards=count)
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)
 
     return DeviceLink(runtime, make_broker)

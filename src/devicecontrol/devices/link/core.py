@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from devicecontrol.devices import identity, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
@@ -247,7 +248,13 @@ class DeviceLink:
         return kind
 
     def publication(
-        self, serial_number: str, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+        self,
+        serial_number: str,
+        kind: MessageKind,
+        payload: bytes,
+        *,
+        redelivery: bool = False,
+        arrived_at: datetime | None = None,
     ) -> Stored | None:
         """A device's message, queued for the database behind the earlier ones: the future
         is done once it is stored (the PUBACK may go then), None when it was dropped at
@@ -257,20 +264,26 @@ class DeviceLink:
         if connection is None:
             return None
         return self.identified_publication(
-            connection.identity, kind, payload, redelivery=redelivery
+            connection.identity, kind, payload, redelivery=redelivery, arrived_at=arrived_at
         )
 
     def identified_publication(
-        self, device: DeviceIdentity, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+        self,
+        device: DeviceIdentity,
+        kind: MessageKind,
+        payload: bytes,
+        *,
+        redelivery: bool = False,
+        arrived_at: datetime | None = None,
     ) -> Stored | None:
         """``publication`` of a device this link holds no connection of: a link process
         that stores a share of the devices' messages while another follows who is
-        connected (RabbitMQ's shards)."""
+        connected (the shards on RabbitMQ and Mosquitto)."""
         DEVICE_MESSAGES.labels(kind).inc()
         if not self.rate.allow(device.serial_number):
             drop("rate_limited")
             return None
-        return self.ingest.put(device, kind, payload, redelivery=redelivery)
+        return self.ingest.put(device, kind, payload, redelivery=redelivery, arrived_at=arrived_at)
 
     async def room(self) -> None:
         await self.ingest.room()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from devicecontrol.devices.identity import DeviceIdentity
@@ -73,8 +74,8 @@ class Broker(Protocol):
         """The port devices connect to, when this process listens (else None)."""
 
     async def start(self) -> None:
-        """Serve devices; ``LinkError`` with a one-line reason if it cannot. It calls
-        ``Link.reset_online`` or ``TrustingLink.adopt_online`` first."""
+        """Serve devices; ``LinkError`` with a one-line reason if it cannot. A broker that
+        coordinates calls ``Link.reset_online`` or ``TrustingLink.adopt_online`` first."""
 
     async def shutdown(self) -> None: ...
 
@@ -112,13 +113,26 @@ class Link(Protocol):
         (dropped, counted; acknowledged all the same)."""
 
     def publication(
-        self, serial_number: str, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+        self,
+        serial_number: str,
+        kind: MessageKind,
+        payload: bytes,
+        *,
+        redelivery: bool = False,
+        arrived_at: datetime | None = None,
     ) -> Stored | None:
         """Queue a device's message for the database: done once stored (its PUBACK may go
-        then), None when dropped at once (counted)."""
+        then), None when dropped at once (counted). ``arrived_at``: when the broker's
+        client received it, if it was held before (else now)."""
 
     def identified_publication(
-        self, device: DeviceIdentity, kind: MessageKind, payload: bytes, *, redelivery: bool = False
+        self,
+        device: DeviceIdentity,
+        kind: MessageKind,
+        payload: bytes,
+        *,
+        redelivery: bool = False,
+        arrived_at: datetime | None = None,
     ) -> Stored | None:
         """``publication`` of a device this link holds no connection of."""
 

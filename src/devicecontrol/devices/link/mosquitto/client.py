@@ -22,6 +22,11 @@ session at all: a first start, a broker that lost it) everyone is set offline, a
 device is online again when it is next heard of: a connect, or a subscription or message
 of a connection whose connect line was lost (taken as subscribed: at least once).
 
+With several link processes this is shard 0's session: it reads the log alone, and takes
+its share of the devices' messages as a member of the links' shared subscriptions; the
+other shards (``share.py``) store the rest (``shards.py``). A message with the RETAIN flag
+is the broker's stored copy, sent again at each subscription: never stored.
+
 Only client ids that are registered serial numbers (``identities.py``) and that logged in
 with username = client id count. While the broker is out of reach the link leaves
 ``online`` as it was: unknown, not changed.
@@ -47,14 +52,10 @@ from devicecontrol.devices.link.mosquitto.log import (
     TakenOver,
     Unsubscribed,
 )
-from devicecontrol.devices.link.mosquitto.reconnect import (
-    PROBE_ID,
-    SESSION_ID,
-    TIMEOUT_S,
-    KeptConnection,
-)
+from devicecontrol.devices.link.mosquitto.reconnect import TIMEOUT_S, KeptConnection, cancelled
 from devicecontrol.devices.link.mosquitto.replay import Replay
 from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
+from devicecontrol.devices.link.mosquitto.shards import SESSION_ID, is_link_client, session_plan
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, Stored, TrustingLink
 from devicecontrol.devices.link.sessions import PersistentSessions
@@ -64,7 +65,6 @@ __all__ = ["MosquittoBroker"]
 # paho pings after this long without a packet from the broker and gives the connection up
 # when no PINGRESP came this long after: a stalled network is noticed within twice this
 KEEPALIVE_S = 30
-CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
@@ -82,13 +82,20 @@ class MosquittoBroker:
         *,
         ca_file: str | None,
         keepalive_s: int = KEEPALIVE_S,
+        shards: int = 1,
     ) -> None:
+        """Shard 0 of ``shards`` link processes (``DEVICECONTROL_LINK_SHARD``)."""
         self.link = link
         self.url = url
         self.where = {"broker": str(url)}
         self._inbox: asyncio.Queue[SessionBegan | Message] = asyncio.Queue()
         self._connection = KeptConnection(
-            url, ca_file=ca_file, keepalive_s=keepalive_s, inbox=self._inbox, lost=self._lost
+            url,
+            plan=session_plan((0, shards)),
+            ca_file=ca_file,
+            keepalive_s=keepalive_s,
+            inbox=self._inbox,
+            lost=self._lost,
         )
         self._ready = False
         self._runner: asyncio.Task[None] | None = None
@@ -129,7 +136,7 @@ class MosquittoBroker:
         """Leave the session (the broker keeps it, and what comes meanwhile), after taking
         in every message already received."""
         if self._runner is not None:
-            await _cancelled(self._runner)
+            await cancelled(self._runner)
         if self._reader is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._inbox.join(), TIMEOUT_S)
@@ -217,7 +224,7 @@ class MosquittoBroker:
                 await self._logged(event)
             return None
         serial_number = topics.publisher_of(message.topic)
-        if serial_number is None:
+        if serial_number is None or message.retained:  # a stored copy: taken when it came
             return None
         connection = self.link.connections.get(serial_number)
         if connection is None and await self._take_up(serial_number) is None:
@@ -226,11 +233,15 @@ class MosquittoBroker:
         if kind is None:
             return None
         return self.link.publication(
-            serial_number, kind, message.payload, redelivery=message.redelivery
+            serial_number,
+            kind,
+            message.payload,
+            redelivery=message.redelivery,
+            arrived_at=message.arrived_at,
         )
 
     async def _logged(self, event: LogEvent) -> None:
-        if event.client_id in (PROBE_ID, SESSION_ID):
+        if is_link_client(event.client_id):  # its own sessions, the other shards', the probe
             return
         match event:
             case Connected():
@@ -295,13 +306,3 @@ class MosquittoBroker:
         if subscribe:
             self.link.subscribed(client_id, topics.commands_topic(client_id))
         return connection
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    """Cancel ``task`` and wait for its end, cancelling again while it runs: on Python 3.11
-    ``asyncio.wait_for`` (aiomqtt waits with it) swallows a cancellation that meets the
-    result it waited for, and the connection's loop would then run on."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
-    await asyncio.gather(task, return_exceptions=True)

@@ -1,11 +1,13 @@
-"""The link's connection to Mosquitto, kept up: connect (a new session subscribes to the
-log and the devices' topics), check that the broker publishes its log at all, and connect
-again with a growing delay whenever the connection is lost, logging the loss once.
+"""The link's connection to Mosquitto, kept up: connect (each connection subscribes to what
+its session plan says and unsubscribes from the other form, ``shards.py``), check that the
+broker publishes its log at all, and connect again with a growing delay whenever the
+connection is lost, logging the loss once.
 
-The check: a probe client connects and subscribes, and its two log lines must come back
-within ``LOG_CHECK_S``; a broker that does not publish its log would otherwise leave every
-device offline, silently. The first connection's failure is the link's one-line
-``LinkError``; later ones leave ``online`` as it was (unknown, not changed).
+The check, for the session that reads the log: a probe client connects and subscribes, and
+its two log lines must come back within ``LOG_CHECK_S``; a broker that does not publish its
+log would otherwise leave every device offline, silently. The first connection's failure
+is the link's one-line ``LinkError``; later ones leave ``online`` as it was (unknown, not
+changed).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import Callable
 import aiomqtt
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices import topics
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.connection import (
     one_line,
@@ -28,19 +29,19 @@ from devicecontrol.devices.link.mosquitto.connection import (
 from devicecontrol.devices.link.mosquitto.dynsec import RESPONSE_TOPIC
 from devicecontrol.devices.link.mosquitto.log import Connected, LogEvent, Subscribed
 from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan, SessionClient
+from devicecontrol.devices.link.mosquitto.shards import SESSION_ID, SessionPlan
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.observability.logs import emit
 
-__all__ = ["PROBE_ID", "SESSION_ID", "KeptConnection"]
+__all__ = ["PROBE_ID", "SESSION_ID", "KeptConnection", "cancelled"]
 
-SESSION_ID = "devicecontrol-link"  # the link's persistent session: one link per broker
 PROBE_ID = f"{SESSION_ID}-probe"
-SUBSCRIPTIONS = (*mosquitto_log.TOPICS, *topics.DEVICE_PUBLICATIONS)
 TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
 LOG_CHECK_S = 10
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
@@ -52,12 +53,14 @@ class KeptConnection:
         self,
         url: MqttUrl,
         *,
+        plan: SessionPlan,
         ca_file: str | None,
         keepalive_s: int,
         inbox: asyncio.Queue[SessionBegan | Message],
         lost: Callable[[], None],
     ) -> None:
         self.url = url
+        self.plan = plan
         self.keepalive_s = keepalive_s
         self.client: SessionClient | None = None
         self._up = asyncio.Event()  # set while ``client`` is
@@ -110,7 +113,7 @@ class KeptConnection:
         return SessionClient(
             self.url.host,
             self.url.port,
-            identifier=SESSION_ID,
+            identifier=self.plan.client_id,
             username=self.url.username,
             password=self.url.password,
             clean_session=False,
@@ -132,21 +135,34 @@ class KeptConnection:
         return self.client
 
     async def _begin(self, client: SessionClient) -> None:
-        """A new session subscribes; then the probe checks that the log comes through."""
+        """Subscribe (again, if the session was kept: its form may have changed), leave
+        the other form; then the probe checks that the log comes through."""
         self.client = client
         self._up.set()
-        if not client.session_present:
-            granted = await client.subscribe([(topic, 1) for topic in SUBSCRIPTIONS])
-            refused = [
-                topic
-                for topic, code in zip(SUBSCRIPTIONS, granted, strict=True)
-                if subscription_refused(code)
-            ]
-            if refused:
-                raise LinkError(
-                    f"the MQTT broker at {self.url} does not let the service's user subscribe "
-                    f"to {', '.join(refused)} (its role: docs/OPERATIONS.md)"
-                )
+        wanted = self.plan.subscribe
+        granted = await client.subscribe([(topic, 1) for topic in wanted])
+        refused = [
+            topic for topic, code in zip(wanted, granted, strict=True) if subscription_refused(code)
+        ]
+        if refused:
+            raise LinkError(
+                f"the MQTT broker at {self.url} does not let the service's user subscribe "
+                f"to {', '.join(refused)} (its role: docs/OPERATIONS.md)"
+            )
+        if self.plan.unsubscribe:
+            await client.unsubscribe(list(self.plan.unsubscribe))
+        if self.plan.reads_log:
+            await self._check_log()
+
+    async def leave(self, topic_filters: tuple[str, ...]) -> None:
+        """Unsubscribe now, if connected: once this returns, every message the broker
+        routed to the session before has been received (it sends in order)."""
+        if topic_filters and self.client is not None:
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await self.client.unsubscribe(list(topic_filters), timeout=TIMEOUT_S)
+
+    async def _check_log(self) -> None:
+        """The probe's connect and subscribe lines come back within ``LOG_CHECK_S``."""
         self._probe_lines.clear()
         self._probe_seen.clear()
         async with aiomqtt.Client(
@@ -179,3 +195,13 @@ class KeptConnection:
                 self._probe_lines.add(type(event))
                 if {Connected, Subscribed} <= self._probe_lines:
                     self._probe_seen.set()
+
+
+async def cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for its end, cancelling again while it runs: on Python 3.11
+    ``asyncio.wait_for`` (aiomqtt waits with it) swallows a cancellation that meets the
+    result it waited for, and the connection's loop would then run on."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
+    await asyncio.gather(task, return_exceptions=True)

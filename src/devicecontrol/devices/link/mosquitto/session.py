@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import aiomqtt
 from paho.mqtt import client as paho
 
+from devicecontrol.clock import arrival_time
 from devicecontrol.devices.link.acks import InOrderAcknowledgements, Turn
 from devicecontrol.devices.link.ports import Stored
 
@@ -41,6 +43,11 @@ class Message:
     topic: str
     payload: bytes
     redelivery: bool = False  # the PUBLISH's DUP flag
+    # the RETAIN flag: the broker's stored copy, sent because the session subscribed (it
+    # sends what it routes, live or queued, without the flag)
+    retained: bool = False
+    # when it came off the socket: a reading's arrival, before any wait in the link
+    arrived_at: datetime = field(default_factory=arrival_time)
     turn: Turn[_Ack] | None = None  # its place among the acknowledgements (None: none)
 
     def settle(self) -> None:
@@ -104,6 +111,7 @@ class SessionClient(aiomqtt.Client):
             topic,
             bytes(message.payload),
             redelivery=bool(message.dup),
+            retained=bool(message.retain),
             turn=self._acks.arrived((message.mid, message.qos)),
         )
         self.peek(received)
