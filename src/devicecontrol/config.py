@@ -110,8 +110,9 @@ class Settings:
     # RabbitMQ instead (its MQTT plugin for the devices): the link reads and publishes over
     # AMQP; the devices' identity is the broker hook's
     amqp_url: MqttUrl | None = None
-    # this link's share of RabbitMQ's devices' messages: shard i of n (0 of 1: all of them);
-    # shard 0 also follows who is connected, delivers commands and keeps the upkeep
+    # this link's share of the devices' messages on RabbitMQ or Mosquitto: shard i of n (0 of
+    # 1: all of them); shard 0 also follows who is connected, delivers commands and keeps the
+    # upkeep
     link_shard: tuple[int, int] = (0, 1)
     # RabbitMQ's management API (http[s]://HOST:PORT): how the link closes a device's
     # connection made with a secret since rotated; it logs in as the AMQP URL's user
