@@ -22,7 +22,12 @@ from sqlalchemy import select
 from devicecontrol.clock import utcnow
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices import identity, repository
-from tests.devices.link.support import SECRET, eventually, writes_locked
+from tests.devices.link.support import (
+    SECRET,
+    eventually,
+    forget_dropped_connection,
+    writes_locked,
+)
 from tests.devices.link.test_serve import database, link_processes, mqtt_environment
 from tests.factories import make_controller
 from tests.processes import running_server
@@ -67,6 +72,8 @@ async def publish_until_cut_off(port: int, n: int, acknowledged: set[tuple[str, 
                 await asyncio.sleep(PER_DEVICE_INTERVAL_S)
     except aiomqtt.MqttError:
         return  # the link was killed: what was acknowledged so far is the promise
+    finally:  # a publish waiting for its PUBACK at the kill is cancelled instead
+        forget_dropped_connection(client)
 
 
 async def stored(database_url: str) -> set[tuple[str, int]]:

@@ -34,6 +34,7 @@ from tests.devices.link.support import (
     RawDevice,
     connection_ends,
     eventually,
+    forget_dropped_connection,
     new_command,
     nothing_arrives,
     served_command_status,
@@ -385,12 +386,14 @@ async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
     await provision(broker, sqlite_url, SERIAL, OTHER)
     with serving(broker, sqlite_url, tmp_path / "serve") as server:
         bearer = served_token(server, OWNER)
-        async with device(broker) as plug, device(broker, OTHER):
+        async with device(broker) as plug, device(broker, OTHER) as other:
             await plug.subscribe(f"devices/{SERIAL}/commands", qos=1)
             # it failed under load: what serve said tells why, next time
             await eventually_or_log(broker, server, lambda: online(sqlite_url, OTHER))
             broker.stop()  # every connection ends, the link's too
             broker.start()
+        for dropped in (plug, other):
+            forget_dropped_connection(dropped)
         async with device(broker) as plug:  # one device reconnects, the other does not
             await plug.subscribe(f"devices/{SERIAL}/commands", qos=1)
             made = switch_command(server, bearer, SERIAL, "off")
