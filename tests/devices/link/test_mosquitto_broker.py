@@ -70,18 +70,6 @@ LINK_KEEPALIVE_S = 1
 LINK_BACK_WITHIN_S = 2 * LINK_KEEPALIVE_S + 1 + 4
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[DynsecMosquitto]:
-    with dynsec_mosquitto(tmp_path / "mosquitto") as mosquitto:
-        yield mosquitto
-
-
-@pytest.fixture
-def sqlite_url(database_factories: Any, tmp_path: Path) -> str:
-    """For the tests whose subject is the broker, not the database: SQLite only."""
-    return database_factories["sqlite"].new_url(tmp_path)
-
-
 @asynccontextmanager
 async def database(database_url: str):
     runtime = Runtime.from_settings(Settings(database_url=database_url))

@@ -2,14 +2,13 @@
 processes, ``DEVICECONTROL_LINK_SHARD``): the devices' messages split between them by MQTT
 shared subscriptions, each stored once, the latest the last one sent; shard 0 alone
 follows who is connected and delivers commands. The broker is the private one of
-``test_mosquitto_broker.py``, set up as docs/OPERATIONS.md says."""
+``test_mosquitto_broker.py`` (``conftest.py``), set up as docs/OPERATIONS.md says."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Any
 import aiomqtt
 import httpx
 import msgspec
-import pytest
 from sqlalchemy import func, select
 
 from devicecontrol.config import MqttUrl
@@ -54,7 +52,7 @@ from tests.devices.link.test_mosquitto_broker import (
     provision,
 )
 from tests.factories import make_controller
-from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto, dynsec_mosquitto
+from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto
 from tests.processes import Server, running_server
 
 SERIALS = ("SHARE-1", "SHARE-2", "SHARE-3")
@@ -76,18 +74,6 @@ def test_each_shard_keeps_a_session_of_its_own_and_only_shard_0_reads_the_log():
     # their connect and subscribe lines in the broker's log are no device's
     assert all(map(is_link_client, ("devicecontrol-link", "devicecontrol-link-7", PROBE_ID)))
     assert not is_link_client("devicecontrol-linker") and not is_link_client("PLUG-1")
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[DynsecMosquitto]:
-    with dynsec_mosquitto(tmp_path / "mosquitto") as mosquitto:
-        yield mosquitto
-
-
-@pytest.fixture
-def sqlite_url(database_factories: Any, tmp_path: Path) -> str:
-    """For the test whose subject is the broker, not the database."""
-    return str(database_factories["sqlite"].new_url(tmp_path))
 
 
 @contextmanager

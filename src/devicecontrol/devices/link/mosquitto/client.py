@@ -35,14 +35,10 @@ with username = client id count. While the broker is out of reach the link leave
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-
-import aiomqtt
 
 from devicecontrol.config import MqttUrl
 from devicecontrol.devices import topics
-from devicecontrol.devices.link.identities import DeviceIdentities
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.log import (
     Connected,
@@ -52,24 +48,21 @@ from devicecontrol.devices.link.mosquitto.log import (
     TakenOver,
     Unsubscribed,
 )
-from devicecontrol.devices.link.mosquitto.reconnect import TIMEOUT_S, KeptConnection, cancelled
 from devicecontrol.devices.link.mosquitto.replay import Replay
 from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
+from devicecontrol.devices.link.mosquitto.session_broker import KEEPALIVE_S, SessionBroker
 from devicecontrol.devices.link.mosquitto.shards import SESSION_ID, is_link_client, session_plan
-from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, Stored, TrustingLink
 from devicecontrol.devices.link.sessions import PersistentSessions
 
 __all__ = ["MosquittoBroker"]
 
-# paho pings after this long without a packet from the broker and gives the connection up
-# when no PINGRESP came this long after: a stalled network is noticed within twice this
-KEEPALIVE_S = 30
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
-class MosquittoBroker:
-    """The link's ``ports.Broker`` on Mosquitto (the module's docstring)."""
+class MosquittoBroker(SessionBroker):
+    """The link's ``ports.Broker`` on Mosquitto (the module's docstring); its session, its
+    reader and publishing are ``session_broker.py``'s."""
 
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
@@ -85,102 +78,44 @@ class MosquittoBroker:
         shards: int = 1,
     ) -> None:
         """Shard 0 of ``shards`` link processes (``DEVICECONTROL_LINK_SHARD``)."""
-        self.link = link
-        self.url = url
-        self.where = {"broker": str(url)}
-        self._inbox: asyncio.Queue[SessionBegan | Message] = asyncio.Queue()
-        self._connection = KeptConnection(
+        super().__init__(
+            link,
             url,
             plan=session_plan((0, shards)),
             ca_file=ca_file,
             keepalive_s=keepalive_s,
-            inbox=self._inbox,
-            lost=self._lost,
+            failing="the device link failed on a broker event",
         )
-        self._ready = False
-        self._runner: asyncio.Task[None] | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._identities = DeviceIdentities(link.find_device)
+        self.where = {"broker": str(url)}
         self._decided = asyncio.Event()  # who is online is settled for this connection
         self._replay: Replay | None = None  # held until the link's own connect line
         self._persistent = PersistentSessions(expiry_s=None)  # Mosquitto keeps them
         self._foreign: set[str] = set()  # client ids in use by a login that is not a device
-        self._failing = Outage("the device link failed on a broker event")
-
-    @property
-    def ready(self) -> bool:
-        return self._ready and self._connection.client is not None
-
-    @property
-    def port(self) -> None:
-        """Devices connect to the broker, not to this process."""
-        return None
 
     # --- the connection ---------------------------------------------------------------
 
     async def start(self) -> None:
         """Connect, check the broker's log, take in the replay; ``LinkError`` (one line)
         if the broker cannot be reached, refuses the service's user or does not log."""
-        self._reader = asyncio.create_task(self._read(), name="link: broker events")
-        first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        runner = self._connection.run(first)
-        self._runner = asyncio.create_task(runner, name="link: broker connection")
-        try:
-            await first
-            await self._decided.wait()
-        except BaseException:
-            await self.shutdown()
-            raise
+        await self._connect("link: broker events", then=self._decided.wait)
 
     async def shutdown(self) -> None:
         """Leave the session (the broker keeps it, and what comes meanwhile), after taking
         in every message already received."""
-        if self._runner is not None:
-            await cancelled(self._runner)
-        if self._reader is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._inbox.join(), TIMEOUT_S)
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+        await self._stop_connection()
+        await self._take_in_received()
+        await self._stop_reading()
         if self._replay is not None:
             await self._end_replay()
 
-    async def publish(self, topic: str, payload: bytes) -> None:
-        client = await self._connection.connected_client(TIMEOUT_S)
-        if client is None:
-            raise aiomqtt.MqttError("the MQTT broker is out of reach")
-        await client.publish(topic, payload, qos=1)
-
-    async def close_connection(self, connection: DeviceConnection) -> None:
-        """Mosquitto ends connections itself (a rotated secret, a take-over)."""
-
-    def _lost(self) -> None:
-        """The connection ended: nothing is published until the next one has settled who
-        is online."""
-        self._ready = False
-
     # --- what the broker tells ------------------------------------------------------------
 
-    async def _read(self) -> None:
-        """Everything the session receives, one after another, in order."""
-        while True:
-            item = await self._inbox.get()
-            try:
-                if isinstance(item, SessionBegan):
-                    await self._session_began(item)
-                elif self._replay is not None:
-                    if self._replay.take(item):  # settled once the replay is handled
-                        await self._end_replay()
-                else:
-                    item.settle_when_stored(await self._handle(item))
-            except Exception:
-                if isinstance(item, Message):
-                    item.settle()  # not stored: the broker would only send it again
-                self._failing.failed()
-            else:
-                self._failing.recovered()
-            finally:
-                self._inbox.task_done()
+    async def _received(self, message: Message) -> None:
+        if self._replay is not None:
+            if self._replay.take(message):  # settled once the replay is handled
+                await self._end_replay()
+        else:
+            message.settle_when_stored(await self._handle(message))
 
     async def _session_began(self, session: SessionBegan) -> None:
         self._decided.clear()
