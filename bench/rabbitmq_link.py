@@ -144,10 +144,10 @@ CPU_USERS = {
 }
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far by the processes of each of CPU_USERS (every process on the
+def cpu_seconds(users: dict[str, bytes] = CPU_USERS) -> dict[str, float]:
+    """CPU seconds used so far by the processes of each of ``users`` (every process on the
     machine whose command line names it)."""
-    used = dict.fromkeys(CPU_USERS, 0.0)
+    used = dict.fromkeys(users, 0.0)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -156,7 +156,7 @@ def cpu_seconds() -> dict[str, float]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        for who, marker in CPU_USERS.items():
+        for who, marker in users.items():
             if marker in command:
                 used[who] += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     return used
