@@ -39,8 +39,10 @@ async def _asked(request: Request[Any, Any, Any]) -> dict[str, str]:
     return asked
 
 
-def _answer(allowed: bool) -> Response[str]:
-    return Response("allow" if allowed else "deny", media_type="text/plain", status_code=200)
+def _answer(allowed: bool, *tags: str) -> Response[str]:
+    """``allow``, with the user's tags after it (``/user`` only), or ``deny``."""
+    text = " ".join(("allow", *tags)) if allowed else "deny"
+    return Response(text, media_type="text/plain", status_code=200)
 
 
 @route("/rabbitmq/user", http_method=METHODS, include_in_schema=False)
@@ -58,10 +60,9 @@ async def user(request: Request[Any, Any, Any], runtime: NamedDependency[Runtime
         password=asked.get("password", ""),
         address=None,
     )
-    if allowed and settings.rabbitmq_management_url and rules.is_link(settings, username):
-        # the link closes a rotated secret's connection through the management API
-        return Response("allow administrator", media_type="text/plain", status_code=200)
-    return _answer(allowed)
+    # the link closes a rotated secret's connection through the management API
+    managing = settings.rabbitmq_management_url and rules.is_link(settings, username)
+    return _answer(allowed, *(("administrator",) if managing else ()))
 
 
 @route("/rabbitmq/vhost", http_method=METHODS, include_in_schema=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices import topics
+from devicecontrol.devices.link.identities import shared_publication
 from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
 from devicecontrol.devices.link.mosquitto.session_broker import KEEPALIVE_S, SessionBroker
 from devicecontrol.devices.link.mosquitto.shards import session_plan
@@ -92,18 +92,10 @@ class MosquittoShare(SessionBroker):
         """A device's message, stored under the registered device of its topic."""
         if message.retained:  # a stored copy: the link took the original when it came
             return None
-        serial_number = topics.publisher_of(message.topic)
-        if serial_number is None:
-            return None
-        device = await self._identities.of(serial_number)
-        if device is None:
-            return None
-        kind = self.link.publication_kind(serial_number, message.topic)
-        if kind is None:
-            return None
-        return self.link.identified_publication(
-            device,
-            kind,
+        return await shared_publication(
+            self.link,
+            self._identities,
+            message.topic,
             message.payload,
             redelivery=message.redelivery,
             arrived_at=message.arrived_at,

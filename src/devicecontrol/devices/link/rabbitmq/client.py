@@ -46,7 +46,7 @@ from pamqp.common import FieldTable
 from devicecontrol.config import MqttUrl
 from devicecontrol.devices import amqp_names, topics
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
-from devicecontrol.devices.link.identities import DeviceIdentities
+from devicecontrol.devices.link.identities import DeviceIdentities, shared_publication
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
 from devicecontrol.devices.link.rabbitmq.management import ManagementApi
@@ -87,6 +87,11 @@ async def declare_shards(channel: AbstractChannel, count: int) -> None:
         await queue.bind(hashing, EQUAL_WEIGHT)
 
 
+def _address(connection_name: str) -> str:
+    """The client's address in RabbitMQ's name of a connection ("client -> listener")."""
+    return connection_name.partition(" -> ")[0]
+
+
 def _text(value: Any) -> str:
     """A header's value as text (the event plugin sends binary strings)."""
     if isinstance(value, bytes | bytearray):
@@ -120,7 +125,6 @@ class RabbitMQBroker:
         self._readers: list[asyncio.Task[None]] = []
         self._identities = DeviceIdentities(link.find_device)
         self._by_name: dict[str, str] = {}  # a device's connection name -> its serial
-        self._name_of: dict[str, str] = {}  # and back, for the current connection
         self._management = management
         self._acking: set[asyncio.Task[None]] = set()
         self._ready = False
@@ -208,11 +212,12 @@ class RabbitMQBroker:
         """End a device's connection through the management API (the module's docstring);
         ``ManagementError`` when it refuses or is out of reach (the rotation watch logs it
         and tries again a second later)."""
-        serial_number = connection.identity.serial_number
-        name = self._name_of.get(serial_number)
-        if self._management is None or name is None:
+        if self._management is None:
             return
-        await self._management.close_connection(name)
+        serial_number = connection.identity.serial_number
+        for name, user in list(self._by_name.items()):  # a rotation is rare: no index
+            if user == serial_number and _address(name) == connection.address:
+                await self._management.close_connection(name)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -245,17 +250,8 @@ class RabbitMQBroker:
         """A device's message of this link's shard: stored under the registered device,
         whichever link follows its connection."""
         topic = amqp_names.mqtt_topic(delivery.routing_key or "")
-        serial_number = topics.publisher_of(topic)
-        if serial_number is None:
-            return None
-        device = await self._identities.of(serial_number)
-        if device is None:
-            return None
-        kind = self.link.publication_kind(serial_number, topic)
-        if kind is None:
-            return None
-        return self.link.identified_publication(
-            device, kind, delivery.body, redelivery=bool(delivery.redelivered)
+        return await shared_publication(
+            self.link, self._identities, topic, delivery.body, redelivery=bool(delivery.redelivered)
         )
 
     async def _event(self, delivery: AbstractIncomingMessage) -> None:
@@ -285,8 +281,7 @@ class RabbitMQBroker:
         if device is None:  # the service itself, or an account that is no device
             return
         self._by_name[name] = user
-        self._name_of[user] = name
-        connection, previous = self.link.claim(device, name.partition(" -> ")[0])
+        connection, previous = self.link.claim(device, _address(name))
         if previous is not None:  # MQTT's take-over: the device stays online
             self.link.connection_ended(previous)
         self.link.connection_started(connection)
@@ -295,8 +290,6 @@ class RabbitMQBroker:
         serial_number = self._by_name.pop(name, None)
         if serial_number is None:
             return
-        if self._name_of.get(serial_number) == name:
-            del self._name_of[serial_number]
         connection = self.link.connections.get(serial_number)
-        if connection is not None and name.partition(" -> ")[0] == connection.address:
+        if connection is not None and _address(name) == connection.address:
             self.link.connection_ended(connection)
