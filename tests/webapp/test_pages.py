@@ -14,6 +14,7 @@ from devicecontrol.demo import data as demo
 from devicecontrol.webapp import headers as webapp_headers
 from devicecontrol.webapp.chart import chart_series
 from tests.asgi import app_and_client
+from tests.devices.test_readings_order import SERIAL, store_out_of_arrival_order
 from tests.factories import make_controller, make_user
 from tests.webapp.support import HTMX, changed_with, log_in
 
@@ -168,6 +169,20 @@ async def test_the_chart_reads_the_apis_summary_over_the_period_asked(settings):
         assert 'aria-pressed="true">Last week<' in week.text
         odd = await http.get("/app/controllers/PLUG-1/chart?period=year", headers=HTMX)
         assert odd.status_code == 400 and "must be one of hour, day, week, month" in odd.text
+
+
+@SQLITE_ONLY
+async def test_the_controller_pages_readings_are_newest_first_by_arrival(settings):
+    """The page lists what the API's history lists: stored by two links in the order
+    2, 3, 4, 0, 1 of arrival, the old order by ``id`` showed 1, 0, 4, 3, 2."""
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await make_controller(runtime, SERIAL, owner=ANA)
+        await store_out_of_arrival_order(runtime)
+        await log_in(http, ANA)
+        page = (await http.get(f"/app/controllers/{SERIAL}")).text
+        rows = page.split('id="reading-rows"', 1)[1].split("</ol>", 1)[0]
+        assert re.findall(r"seq (\d)", rows) == ["4", "3", "2", "1", "0"]
 
 
 def test_the_charts_data_is_each_fields_average_per_bucket():

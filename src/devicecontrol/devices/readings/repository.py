@@ -77,10 +77,13 @@ async def list_readings(
     offset: int,
     limit: int,
 ) -> list[Row[Any]]:
+    """A page of the history, newest first by arrival: several links store one device's
+    readings side by side, so ``id`` (storing order) is not arrival order; ``id`` only
+    breaks ties, which keeps the order total and the pages from overlapping."""
     query = (
         select(readings.c.payload, readings.c.created_at)
         .where(*_readings_of(controller_id, assignment_id, since, until))
-        .order_by(readings.c.id.desc())
+        .order_by(readings.c.created_at.desc(), readings.c.id.desc())
         .offset(offset)
         .limit(limit)
     )
