@@ -184,8 +184,11 @@ def private_rabbitmq_cluster(
 
 
 @contextmanager
-def private_rabbitmq(hook_base_url: str, token: str) -> Iterator[RabbitNode]:
-    """One node asking the hook at ``hook_base_url`` (the bench's: no cluster needed)."""
-    with _node(hook_base_url, token, None) as (node, process):
+def private_rabbitmq(
+    hook_base_url: str, token: str, *, management: bool = False
+) -> Iterator[RabbitNode]:
+    """One node asking the hook at ``hook_base_url`` (no cluster needed), with the
+    management API when asked."""
+    with _node(hook_base_url, token, None, management=management) as (node, process):
         _wait_for(node, node.mqtt_port, process)
         yield node

@@ -346,3 +346,12 @@ event_streams = Table(
     Column("seen_at", DateTime, nullable=False),
     Index("ix_event_streams_user_id", "user_id"),
 )
+
+# when each link process last read its broker (devices/link/absence.py): a link that starts
+# again knows how long its devices' messages waited there, and credits their rate for it
+link_heartbeats = Table(
+    "link_heartbeats",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),  # DEVICECONTROL_LINK_SHARD's I
+    Column("reading_at", DateTime, nullable=False),
+)

@@ -30,6 +30,11 @@ def routing_key(topic: str) -> str:
     return topic.translate(_TO_ROUTING_KEY)
 
 
+def subscription_queues(client_id: str) -> tuple[str, ...]:
+    """The names a subscription queue of ``client_id`` may have (one per QoS)."""
+    return tuple(f"{SUBSCRIPTION_PREFIX}{client_id}{qos}" for qos in SUBSCRIPTION_QOS)
+
+
 def subscription_queue_prefix(client_id: str) -> str:
     """What the name of every subscription queue of ``client_id`` begins with."""
     return f"{SUBSCRIPTION_PREFIX}{client_id}qos"

@@ -22,6 +22,7 @@ from datetime import datetime
 
 from devicecontrol.devices import identity, repository, topics
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.absence import Absence
 from devicecontrol.devices.link.device_log import DeviceEventLog
 from devicecontrol.devices.link.event_upkeep import keep_events
 from devicecontrol.devices.link.ingest import Ingest
@@ -63,6 +64,7 @@ class DeviceLink:
         self._tasks: list[asyncio.Task[None]] = []
         self._proving = asyncio.Semaphore(PROVING_AT_ONCE)
         self.rate = MessageRate(runtime.settings.device_message_rate)
+        self.absence = Absence(runtime, self.rate, shard=runtime.settings.link_shard[0])
         self.mailbox = Mailbox()
         self.device_log = DeviceEventLog()
         self.broker = make_broker(self)
@@ -92,7 +94,11 @@ class DeviceLink:
 
     async def start(self) -> None:
         """Start the broker (``LinkError`` with a one-line reason if it cannot be); it sets
-        who is online first (``reset_online`` or ``adopt_online``)."""
+        who is online first (``reset_online`` or ``adopt_online``). An external broker's
+        backlog is credited to the rate with the time this shard was away (``absence.py``)."""
+        keeps_backlog = self.broker.devices_outlive_link
+        if keeps_backlog:
+            await self.absence.started()
         await self.broker.start()
         self.runtime.changes.add_listener(self._changed)
         await self.runtime.changes.start()
@@ -101,6 +107,9 @@ class DeviceLink:
             asyncio.create_task(self.outbox.sweep(), name="link: command sweep"),
             asyncio.create_task(self._forget_idle(), name="link: idle state"),
         ]
+        if keeps_backlog:
+            heartbeat = self.absence.heartbeat(lambda: self.broker.ready)
+            self._tasks.append(asyncio.create_task(heartbeat, name="link: heartbeat"))
         if self.broker.coordinates:  # the upkeep is one link's, whatever their number
             self._tasks.append(
                 asyncio.create_task(keep_events(self.runtime), name="link: events upkeep")
@@ -171,6 +180,14 @@ class DeviceLink:
     def broker_ready(self) -> None:
         """The broker is (back) in reach: the outbox delivers what it could not."""
         self.outbox.broker_ready()
+
+    def broker_lost(self) -> None:
+        """The link stopped reading the broker, which keeps the devices' messages."""
+        self.absence.lost()
+
+    def broker_back(self) -> None:
+        """The link reads the broker again, before the first message it kept meanwhile."""
+        self.absence.back()
 
     # --- connections (called by the broker) ----------------------------------------------
 

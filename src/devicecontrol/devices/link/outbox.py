@@ -34,7 +34,7 @@ from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
 from devicecontrol.devices.link.mailbox import Mailbox
 from devicecontrol.devices.link.outage import Outage
-from devicecontrol.devices.link.ports import Broker, DeviceConnection
+from devicecontrol.devices.link.ports import Broker, DeviceConnection, NotSubscribed
 from devicecontrol.observability.metrics import COMMAND_ROUND_TRIP
 from devicecontrol.runtime import Runtime
 
@@ -179,6 +179,10 @@ class Outbox:
                 case _:
                     rows = queued
             await self._publish_in_order(device, rows)
+        except NotSubscribed:
+            # the broker routed it nowhere (a connection whose kept subscription was gone):
+            # the command stays sent and goes again, with the rest, at the next subscription
+            connection.subscribed = False
         except Exception:
             # a command marked sent may not have gone out (an external broker out of reach):
             # everything deliverable goes again once the broker is back (at least once)

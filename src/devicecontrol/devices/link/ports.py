@@ -26,6 +26,7 @@ __all__ = [
     "DeviceConnection",
     "Link",
     "LinkError",
+    "NotSubscribed",
     "ProvingLink",
     "Stored",
     "TrustingLink",
@@ -37,6 +38,11 @@ Stored = asyncio.Future[None]
 
 class LinkError(Exception):
     """The link cannot start: the message is one line for the operator."""
+
+
+class NotSubscribed(Exception):
+    """``Broker.publish`` found no subscription to the topic: nothing was delivered (a
+    broker that routes, RabbitMQ, says so of a connection it had no binding of yet)."""
 
 
 @dataclass(eq=False)
@@ -80,7 +86,8 @@ class Broker(Protocol):
     async def shutdown(self) -> None: ...
 
     async def publish(self, topic: str, payload: bytes) -> None:
-        """A command to the one session allowed to subscribe to ``topic``, at QoS 1."""
+        """A command to the one session allowed to subscribe to ``topic``, at QoS 1;
+        ``NotSubscribed`` when the broker knows that session has no subscription to it."""
 
     async def close_connection(self, connection: DeviceConnection) -> None: ...
 
@@ -168,3 +175,10 @@ class TrustingLink(Link, Protocol):
 
     def broker_ready(self) -> None:
         """The broker is (back) in reach: what could not be delivered goes now."""
+
+    def broker_lost(self) -> None:
+        """The link's connection to the broker dropped: the devices' messages wait there."""
+
+    def broker_back(self) -> None:
+        """The link reads the broker again: called before the first message that waited
+        (the rate credits the time away, ``absence.py``)."""

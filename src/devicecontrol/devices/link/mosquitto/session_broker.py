@@ -91,8 +91,9 @@ class SessionBroker(ABC):
 
     def _lost(self) -> None:
         """The connection ended: not ready (nothing is published) until the adapter has
-        taken in the next one's beginning."""
+        taken in the next one's beginning; the broker keeps the devices' messages."""
         self._ready = False
+        self.link.broker_lost()
 
     # --- starting and stopping: the adapter's ``start`` and ``shutdown`` put these together
 
@@ -143,6 +144,7 @@ class SessionBroker(ABC):
             item = await self._inbox.get()
             try:
                 if isinstance(item, SessionBegan):
+                    self.link.broker_back()  # before what the session kept meanwhile
                     await self._session_began(item)
                 else:
                     await self._received(item)

@@ -41,6 +41,7 @@ from aio_pika.abc import (
     AbstractQueue,
     AbstractRobustConnection,
 )
+from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 from pamqp.common import FieldTable
 
 from devicecontrol.config import MqttUrl
@@ -48,7 +49,12 @@ from devicecontrol.devices import amqp_names, topics
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.identities import DeviceIdentities, shared_publication
 from devicecontrol.devices.link.outage import Outage
-from devicecontrol.devices.link.ports import DeviceConnection, LinkError, TrustingLink
+from devicecontrol.devices.link.ports import (
+    DeviceConnection,
+    LinkError,
+    NotSubscribed,
+    TrustingLink,
+)
 from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 
 __all__ = ["RabbitMQBroker", "declare_shards", "shard_queue"]
@@ -128,6 +134,7 @@ class RabbitMQBroker:
         self._management = management
         self._acking: set[asyncio.Task[None]] = set()
         self._ready = False
+        self._away = False  # the connection dropped; the next delivery is from a backlog
         self._failing = Outage("the device link failed on a RabbitMQ delivery")
 
     @property
@@ -162,7 +169,8 @@ class RabbitMQBroker:
                 f"the RabbitMQ broker at {scheme}://{url.username}@{url.host}:{url.port} "
                 f"(DEVICECONTROL_AMQP_URL) cannot be reached: {reason}"
             ) from None
-        channel = await self._connection.channel(publisher_confirms=True)
+        self._connection.close_callbacks.add(self._lost)
+        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         await channel.set_qos(prefetch_count=PREFETCH)
         self._exchange = await channel.get_exchange(amqp_names.EXCHANGE, ensure=False)
         index, count = self.shard
@@ -202,11 +210,16 @@ class RabbitMQBroker:
                 await self._connection.close()
 
     async def publish(self, topic: str, payload: bytes) -> None:
-        """A command, persistent, confirmed by RabbitMQ before this returns."""
+        """A command, persistent, confirmed by RabbitMQ before this returns; mandatory, so
+        that one no subscription queue takes comes back (``NotSubscribed``)."""
         if self._exchange is None:
             raise ConnectionError("RabbitMQ is out of reach")
         message = aio_pika.Message(payload, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
-        await self._exchange.publish(message, routing_key=amqp_names.routing_key(topic))
+        key = amqp_names.routing_key(topic)
+        try:
+            await self._exchange.publish(message, routing_key=key, mandatory=True)
+        except PublishError as returned:
+            raise NotSubscribed(topic) from returned
 
     async def close_connection(self, connection: DeviceConnection) -> None:
         """End a device's connection through the management API (the module's docstring);
@@ -218,6 +231,12 @@ class RabbitMQBroker:
         for name, user in list(self._by_name.items()):  # a rotation is rare: no index
             if user == serial_number and _address(name) == connection.address:
                 await self._management.close_connection(name)
+
+    def _lost(self, *_: object) -> None:
+        """The connection dropped (aio-pika reconnects): RabbitMQ keeps the shard's queue."""
+        if self._ready:
+            self._away = True
+            self.link.broker_lost()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -249,6 +268,9 @@ class RabbitMQBroker:
     async def _message(self, delivery: AbstractIncomingMessage) -> Any:
         """A device's message of this link's shard: stored under the registered device,
         whichever link follows its connection."""
+        if self._away:  # the first delivery since the connection came back
+            self._away = False
+            self.link.broker_back()
         topic = amqp_names.mqtt_topic(delivery.routing_key or "")
         return await shared_publication(
             self.link, self._identities, topic, delivery.body, redelivery=bool(delivery.redelivered)
@@ -285,6 +307,25 @@ class RabbitMQBroker:
         if previous is not None:  # MQTT's take-over: the device stays online
             self.link.connection_ended(previous)
         self.link.connection_started(connection)
+        if await self._kept_subscription(user):  # a session resumed: no binding.created
+            self.link.subscribed(user, topics.commands_topic(user))
+
+    async def _kept_subscription(self, serial_number: str) -> bool:
+        """Whether the device's session holds a subscription queue (the hook lets it
+        subscribe to its commands only): a persistent session resumed keeps its binding,
+        and RabbitMQ says nothing of it again. Asked with a passive declare on a channel of
+        its own (RabbitMQ closes a channel whose passive declare finds nothing). A clean
+        session's old queue may still be there, about to go: a command published into it
+        stays ``sent`` and goes again at the device's next subscription."""
+        assert self._connection is not None
+        for queue in amqp_names.subscription_queues(serial_number):
+            try:
+                async with self._connection.channel(publisher_confirms=False) as probe:
+                    await probe.declare_queue(queue, passive=True)
+            except ChannelNotFoundEntity:
+                continue
+            return True
+        return False
 
     def _closed(self, name: str) -> None:
         serial_number = self._by_name.pop(name, None)
