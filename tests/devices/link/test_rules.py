@@ -20,6 +20,7 @@ from devicecontrol.devices.link import outbox as outbox_module
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.identities import UNKNOWN_FOR_S, DeviceIdentities
+from devicecontrol.devices.link.limits import CATCH_UP_FACTOR, CATCH_UP_MIN_S
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE, Connected, Ended, Subscribed
 from devicecontrol.devices.link.mosquitto.reconnect import SESSION_ID
@@ -207,6 +208,51 @@ async def test_a_bucket_that_refilled_is_forgotten(link, clock):
     clock.advance(1)
     link.rate.forget_full()
     assert not link.rate._buckets
+
+
+def take(link, serial: str, count: int) -> int:
+    """How many of ``count`` messages of ``serial`` the link takes at once."""
+    return sum(link.publication(serial, MessageKind.STATE, b"{}") is not None for _ in range(count))
+
+
+async def test_a_backlog_is_judged_over_the_time_the_link_was_away(link, clock):
+    """After 10 s away at 3 a second: a burst of 3 and 30 more for each device, once."""
+    connect(link, SERIAL, 1)
+    connect(link, OTHER, 2)
+    assert take(link, SERIAL, 3) == 3  # its bucket is empty when the link goes
+    link.broker_lost()
+    clock.advance(10)
+    link.broker_back()
+    assert take(link, SERIAL, 40) == 3 + 30  # refilled to a burst, and the credit
+    assert take(link, OTHER, 40) == 3 + 30  # a device not heard before gets it too
+    clock.advance(1)
+    assert take(link, SERIAL, 10) == 3  # the credit came once: the rate again
+
+
+async def test_a_backlog_credit_lapses_and_no_bucket_is_forgotten_meanwhile(link, clock):
+    connect(link)
+    link.broker_lost()
+    clock.advance(10)
+    link.broker_back()
+    assert take(link, SERIAL, 1) == 1
+    clock.advance(2)
+    link.rate.forget_full()  # full, but forgotten it would be credited again
+    assert take(link, SERIAL, 100) == 3 + 30 - 1
+    clock.advance(CATCH_UP_MIN_S)  # past the catch-up (at least a minute)
+    assert take(link, SERIAL, 100) == 3  # a burst again
+    clock.advance(1)
+    link.rate.forget_full()
+    assert not link.rate._buckets
+
+
+async def test_a_credit_unspent_when_the_catch_up_ends_lapses(link, clock):
+    connect(link)
+    link.broker_lost()
+    clock.advance(10)
+    link.broker_back()
+    assert take(link, SERIAL, 5) == 5
+    clock.advance(max(CATCH_UP_MIN_S, CATCH_UP_FACTOR * 10) + 1)
+    assert take(link, SERIAL, 100) == 3  # a burst, no more
 
 
 # --- connections ----------------------------------------------------------------------
