@@ -28,7 +28,7 @@ from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE as N
-from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     RawDevice,
@@ -405,7 +405,7 @@ async def test_the_link_connects_again_when_its_connection_is_closed_or_stalls(
                                 username=SERVICE_USER, password=SERVICE_PASSWORD)  # fmt: skip
         link = DeviceLink(
             runtime,
-            lambda link: MosquittoBroker(link, through_proxy, ca_file=None,
+            lambda link: MosquittoBroker(link.reports, through_proxy, ca_file=None,
                                          keepalive_s=LINK_KEEPALIVE_S),
         )  # fmt: skip
         await link.start()

@@ -23,8 +23,7 @@ from devicecontrol.config import MqttUrl
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
-from devicecontrol.devices.link.mosquitto.reconnect import PROBE_ID
-from devicecontrol.devices.link.mosquitto.session import Message
+from devicecontrol.devices.link.mosquitto.log_check import PROBE_ID
 from devicecontrol.devices.link.mosquitto.shards import (
     SHARED_PUBLICATIONS,
     SessionPlan,
@@ -32,6 +31,7 @@ from devicecontrol.devices.link.mosquitto.shards import (
     session_plan,
 )
 from devicecontrol.devices.link.mosquitto.share import MosquittoShare
+from devicecontrol.devices.link.mqtt_session.client import Message
 from devicecontrol.devices.topics import DEVICE_PUBLICATIONS
 from devicecontrol.runtime import Runtime
 from tests.conftest import POSTGRESQL_ONLY
@@ -180,7 +180,9 @@ async def shard_0_link(runtime: Runtime, broker: DynsecMosquitto, shards: int):
     """Shard 0 of ``shards`` links, in this process."""
     url = MqttUrl(tls=False, host="127.0.0.1", port=broker.port,
                   username=SERVICE_USER, password=SERVICE_PASSWORD)  # fmt: skip
-    link = DeviceLink(runtime, lambda link: MosquittoBroker(link, url, ca_file=None, shards=shards))
+    link = DeviceLink(
+        runtime, lambda link: MosquittoBroker(link.reports, url, ca_file=None, shards=shards)
+    )
     await link.start()
     try:
         yield link
@@ -225,7 +227,7 @@ async def test_a_shard_stores_a_reading_under_its_device_with_the_time_it_came_o
     async with database(sqlite_url) as runtime:
         await make_controller(runtime, SERIALS[0])
         link = DeviceLink(
-            runtime, lambda link: MosquittoShare(link, url, shard=(1, 2), ca_file=None)
+            runtime, lambda link: MosquittoShare(link.reports, url, shard=(1, 2), ca_file=None)
         )
         share = link.broker
         assert isinstance(share, MosquittoShare)

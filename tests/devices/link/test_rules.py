@@ -23,9 +23,9 @@ from devicecontrol.devices.link.identities import UNKNOWN_FOR_S, DeviceIdentitie
 from devicecontrol.devices.link.limits import CATCH_UP_FACTOR, CATCH_UP_MIN_S
 from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE, Connected, Ended, Subscribed
-from devicecontrol.devices.link.mosquitto.reconnect import SESSION_ID
 from devicecontrol.devices.link.mosquitto.replay import Replay
-from devicecontrol.devices.link.mosquitto.session import Message
+from devicecontrol.devices.link.mosquitto.shards import SESSION_ID
+from devicecontrol.devices.link.mqtt_session.client import Message
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import DeviceConnection
 from devicecontrol.devices.link.sessions import PersistentSessions, Resumed
@@ -43,6 +43,8 @@ class FakeBroker:
     devices_outlive_link = False
     checks_secrets = True  # the link reads no secrets from a database here
     coordinates = True
+    reports_every_connection = True
+    session_expiry_s = 60.0
     ready = True
     port = None
 
@@ -403,12 +405,12 @@ def mosquitto(link) -> MosquittoBroker:
     """The Mosquitto adapter on the link's core, never connected: its log lines are handed
     to it as its session would, and it knows every client id as a registered device."""
     url = MqttUrl(tls=False, host="127.0.0.1", port=1, username="devicecontrol", password="x")
-    broker = MosquittoBroker(link, url, ca_file=None)
+    broker = MosquittoBroker(link.reports, url, ca_file=None)
 
     async def registered(serial: str) -> DeviceIdentity:
         return identity(serial)
 
-    broker._identities = DeviceIdentities(registered)
+    link.reports.identities = DeviceIdentities(registered)
     return broker
 
 

@@ -29,7 +29,7 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
         if amqp_url is not None and listen is None:
             management = settings.rabbitmq_management_url
             return RabbitMQBroker(
-                link,
+                link.reports,
                 amqp_url,
                 ca_file=settings.mqtt_ca,
                 shard=settings.link_shard,
@@ -43,9 +43,9 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
             index, count = settings.link_shard
             if index > 0:
                 return MosquittoShare(
-                    link, mqtt_url, shard=(index, count), ca_file=settings.mqtt_ca
+                    link.reports, mqtt_url, shard=(index, count), ca_file=settings.mqtt_ca
                 )
-            return MosquittoBroker(link, mqtt_url, ca_file=settings.mqtt_ca, shards=count)
+            return MosquittoBroker(link.reports, mqtt_url, ca_file=settings.mqtt_ca, shards=count)
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)
 
     return DeviceLink(runtime, make_broker)

@@ -31,7 +31,9 @@ from devicecontrol.devices.link.mailbox import Mailbox
 from devicecontrol.devices.link.outbox import Outbox
 from devicecontrol.devices.link.ports import Broker, DeviceConnection, LinkError, Stored
 from devicecontrol.devices.link.registry import Connections, log_connection
+from devicecontrol.devices.link.reports import BrokerReports
 from devicecontrol.devices.link.rotation import RotationWatch
+from devicecontrol.devices.link.sessions import PersistentSessions, Resumed
 from devicecontrol.devices.topics import MessageKind
 from devicecontrol.events import log as events_log
 from devicecontrol.notifications import COMMAND_MADE, Change
@@ -54,8 +56,9 @@ logger = logging.getLogger("devicecontrol.devices.link")
 
 
 class DeviceLink:
-    """What brokers call (``ports.ProvingLink`` and ``ports.TrustingLink``); it needs a
-    ``ports.Broker`` of them."""
+    """What a broker that proves devices calls (``ports.ProvingLink``); what one that
+    trusts its own proof reports goes through ``reports`` (``ports.CoordinatingLink``). It
+    needs a ``ports.Broker`` of them."""
 
     def __init__(self, runtime: Runtime, make_broker: Callable[[DeviceLink], Broker]) -> None:
         """The link with the broker ``make_broker`` builds for it (``compose.build_link``)."""
@@ -67,7 +70,9 @@ class DeviceLink:
         self.absence = Absence(runtime, self.rate, shard=runtime.settings.link_shard[0])
         self.mailbox = Mailbox()
         self.device_log = DeviceEventLog()
+        self.reports = BrokerReports(self)  # what a broker that proves devices reports
         self.broker = make_broker(self)
+        self.sessions = PersistentSessions(expiry_s=self.broker.session_expiry_s)
         self.outbox = Outbox(
             runtime,
             self.broker,
@@ -157,6 +162,7 @@ class DeviceLink:
         await self.mailbox.drained()
         await self.ingest.presence_written()  # no online or offline of before lands after
         self._connections.clear()
+        self.sessions.clear()
         async with self.runtime.database.write() as database:
             gone = await repository.set_everyone_offline(database)
             newest = await events_log.append(database, events_log.online_changes(gone))
@@ -221,6 +227,27 @@ class DeviceLink:
         one it takes over (which then ends without taking the device offline)."""
         return self._connections.claim(device, address)
 
+    def begin(
+        self,
+        connection: DeviceConnection,
+        *,
+        clean: bool | None,
+        kept_subscription: bool | None = None,
+    ) -> Resumed:
+        """A claimed connection starts: the device is online, and a persistent session it
+        resumes keeps its subscription, as MQTT promises (no SUBSCRIBE comes). Which one
+        it resumes is the link's record (``sessions.py``, by ``clean``), unless the broker
+        says (``kept_subscription``: RabbitMQ is asked)."""
+        serial_number = connection.identity.serial_number
+        if kept_subscription is not None:
+            resumed = Resumed(present=kept_subscription, subscribed=kept_subscription)
+        else:
+            resumed = self.sessions.connected(serial_number, clean=bool(clean))
+        self.connection_started(connection)
+        if resumed.subscribed:
+            self.subscribed(serial_number, topics.commands_topic(serial_number))
+        return resumed
+
     def connection_started(self, connection: DeviceConnection) -> None:
         DEVICES_CONNECTED.set(len(self._connections))
         log_connection("device_connected", connection)
@@ -229,6 +256,7 @@ class DeviceLink:
     def connection_ended(self, connection: DeviceConnection) -> None:
         if not self._connections.end(connection):
             return  # taken over: the device is still online
+        self.sessions.ended(connection.identity.serial_number)
         DEVICES_CONNECTED.set(len(self._connections))
         log_connection("device_disconnected", connection)
         self.ingest.presence(connection.identity.controller_id, online=False)
@@ -246,6 +274,7 @@ class DeviceLink:
         connection = self._connections.get(serial_number)
         if granted and connection is not None:
             connection.subscribed = True
+            self.sessions.subscribed(serial_number)
             self.outbox.subscribed(connection)
         return granted
 
@@ -254,6 +283,7 @@ class DeviceLink:
         connection = self._connections.get(serial_number)
         if commands and connection is not None:
             connection.subscribed = False
+            self.sessions.unsubscribed(serial_number)
         return commands
 
     def publication_kind(self, serial_number: str, topic: str) -> MessageKind | None:

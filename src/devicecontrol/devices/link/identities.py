@@ -3,23 +3,17 @@ type never change, and a log line or message of the same client id comes often.
 
 A client id that is no registered serial is remembered too, for ``UNKNOWN_FOR_S``: a
 broker account without a controller must not cost a query per message.
-
-``shared_publication`` is how a link that holds no connection of a device (a shard of
-several) stores that device's message: by the registered device of its topic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 from devicecontrol.clock import monotonic
 from devicecontrol.controllers.identity import is_serial_number
-from devicecontrol.devices import topics
 from devicecontrol.devices.identity import DeviceIdentity
-from devicecontrol.devices.link.ports import Stored, TrustingLink
 
-__all__ = ["DeviceIdentities", "shared_publication"]
+__all__ = ["DeviceIdentities"]
 
 UNKNOWN_FOR_S = 10.0  # a client id that is no registered serial is looked up again after
 MAX_UNKNOWN = 10_000  # then the unknown ids are forgotten at once (it only saves queries)
@@ -53,29 +47,3 @@ class DeviceIdentities:
         self._unknown.pop(client_id, None)
         self._known[client_id] = device
         return device
-
-
-async def shared_publication(
-    link: TrustingLink,
-    identities: DeviceIdentities,
-    topic: str,
-    payload: bytes,
-    *,
-    redelivery: bool,
-    arrived_at: datetime | None = None,
-) -> Stored | None:
-    """A device's message on ``topic`` queued under the registered device of the topic,
-    whichever link follows its connection; None when it is no device's own topic (or no
-    registered device's)."""
-    serial_number = topics.publisher_of(topic)
-    if serial_number is None:
-        return None
-    device = await identities.of(serial_number)
-    if device is None:
-        return None
-    kind = link.publication_kind(serial_number, topic)
-    if kind is None:
-        return None
-    return link.identified_publication(
-        device, kind, payload, redelivery=redelivery, arrived_at=arrived_at
-    )

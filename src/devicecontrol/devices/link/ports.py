@@ -3,11 +3,13 @@ broker calls on it. No third-party import: an adapter (``endpoint/``, the servic
 ``mosquitto/``, a client of Mosquitto) depends on these, never the link on an adapter.
 
 What a broker calls comes in three faces, so that an adapter implements and calls only
-what it needs: ``Link``, what every broker reports (connections, subscriptions, messages);
-``ProvingLink``, for a broker that asks the link to prove each CONNECT (the endpoint: who
-the device is, a socket refused, flow control); ``TrustingLink``, for a broker that proves
-devices itself and tells the link afterwards (Mosquitto: a device by serial, the online
-devices of before, the broker back in reach). ``DeviceLink`` (``core.py``) is all three.
+what it needs: ``ProvingLink``, for a broker that asks the link to prove each CONNECT (the
+embedded endpoint: who the device is, the session it resumes, a socket refused, flow
+control), implemented by ``DeviceLink`` (``core.py``); and for a broker that proves devices
+itself and reports them afterwards (Mosquitto, RabbitMQ), in broker-neutral terms,
+``CoordinatingLink`` (the link that follows connections: connected, left, subscribed,
+unsubscribed, a message) and ``StoringLink`` (a link that only stores its share: a
+message), implemented once by ``BrokerReports`` (``reports.py``).
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ from datetime import datetime
 from typing import Protocol
 
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.sessions import Resumed
 from devicecontrol.devices.topics import MessageKind
 
 __all__ = [
     "Broker",
+    "CoordinatingLink",
     "DeviceConnection",
-    "Link",
     "LinkError",
     "NotSubscribed",
     "ProvingLink",
     "Stored",
-    "TrustingLink",
+    "StoringLink",
 ]
 
 # done once a device's message is in the database (its PUBACK may go then)
@@ -70,6 +73,13 @@ class Broker(Protocol):
     # this link keeps the events' log, expires commands and rolls readings up: one link of
     # several on one broker does (RabbitMQ's shard 0), every other stores messages only
     coordinates: bool
+    # every connection is reported, none lost (RabbitMQ's durable events, the endpoint's
+    # own sockets); False: a device heard from unannounced is taken as connected (the
+    # Mosquitto log lines a link away too long never read)
+    reports_every_connection: bool
+    # how long the link keeps a persistent session after its connection ended (None: as
+    # long as the broker, which keeps it)
+    session_expiry_s: float | None
 
     @property
     def ready(self) -> bool:
@@ -92,21 +102,37 @@ class Broker(Protocol):
     async def close_connection(self, connection: DeviceConnection) -> None: ...
 
 
-class Link(Protocol):
-    """What every broker reports: who is connected, what they subscribe to and send. The
-    rules on topics, subscriptions and messages are the link's: a broker asks, and obeys."""
+class ProvingLink(Protocol):
+    """What a broker that asks the link to prove each CONNECT calls (the embedded
+    endpoint): the rules on topics, subscriptions and messages are the link's; a broker
+    asks, and obeys."""
 
     async def reset_online(self) -> None:
         """Everyone offline: the broker knows of no connection (it starts, or lost track)."""
+
+    async def authenticate(
+        self, *, client_id: str | None, username: str | None, password: str | None, address: str
+    ) -> DeviceIdentity | None: ...
 
     def claim(
         self, device: DeviceIdentity, address: str
     ) -> tuple[DeviceConnection, DeviceConnection | None]:
         """A proved device's new connection, and the one it takes over (if any)."""
 
-    def connection_started(self, connection: DeviceConnection) -> None: ...
+    def begin(
+        self,
+        connection: DeviceConnection,
+        *,
+        clean: bool | None,
+        kept_subscription: bool | None = None,
+    ) -> Resumed:
+        """A claimed connection starts: online, and its persistent session resumed (by
+        ``clean``, or as the broker says: ``kept_subscription``)."""
 
     def connection_ended(self, connection: DeviceConnection) -> None: ...
+
+    def connection_refused(self, reason: str, address: str) -> None:
+        """A socket closed for breaking a packet rule, or never proving itself."""
 
     def subscribed(self, serial_number: str, topic_filter: str) -> bool:
         """A device subscribed to ``topic_filter``; False: the filter is refused (a
@@ -129,49 +155,28 @@ class Link(Protocol):
         arrived_at: datetime | None = None,
     ) -> Stored | None:
         """Queue a device's message for the database: done once stored (its PUBACK may go
-        then), None when dropped at once (counted). ``arrived_at``: when the broker's
-        client received it, if it was held before (else now)."""
-
-    def identified_publication(
-        self,
-        device: DeviceIdentity,
-        kind: MessageKind,
-        payload: bytes,
-        *,
-        redelivery: bool = False,
-        arrived_at: datetime | None = None,
-    ) -> Stored | None:
-        """``publication`` of a device this link holds no connection of."""
-
-
-class ProvingLink(Link, Protocol):
-    """What a broker that asks the link to prove each CONNECT also calls (the endpoint)."""
-
-    async def authenticate(
-        self, *, client_id: str | None, username: str | None, password: str | None, address: str
-    ) -> DeviceIdentity | None: ...
-
-    def connection_refused(self, reason: str, address: str) -> None:
-        """A socket closed for breaking a packet rule, or never proving itself."""
+        then), None when dropped at once (counted)."""
 
     async def room(self) -> None:
         """Return once the link can take more messages (flow control: wait before a read)."""
 
 
-class TrustingLink(Link, Protocol):
-    """What a broker that proves devices itself also calls (Mosquitto): it learns of them
-    afterwards, and may have been out of reach meanwhile."""
+class StoringLink(Protocol):
+    """What a broker that proves devices itself reports to a link that stores its share of
+    the devices' messages (a storing shard; ``reports.py`` translates it once)."""
 
-    @property
-    def connections(self) -> Mapping[str, DeviceConnection]:
-        """The current connection of each connected device, by serial number."""
-
-    async def find_device(self, serial_number: str) -> DeviceIdentity | None:
-        """A registered device by serial."""
-
-    async def adopt_online(self) -> None:
-        """The devices the database has online are connected and subscribed (the broker
-        replays what happened while the link was away)."""
+    async def message(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        arrived_at: datetime | None = None,
+        redelivery: bool = False,
+        retained: bool = False,
+    ) -> Stored | None:
+        """A message on ``topic``: done once stored (it may be acknowledged then), None when
+        dropped at once (counted; acknowledged all the same). ``arrived_at``: when the
+        broker's client received it; ``retained``: the broker's stored copy."""
 
     def broker_ready(self) -> None:
         """The broker is (back) in reach: what could not be delivered goes now."""
@@ -182,3 +187,37 @@ class TrustingLink(Link, Protocol):
     def broker_back(self) -> None:
         """The link reads the broker again: called before the first message that waited
         (the rate credits the time away, ``absence.py``)."""
+
+
+class CoordinatingLink(StoringLink, Protocol):
+    """What such a broker also reports to the link that follows who is connected (one per
+    fleet: shard 0): connections and subscriptions, as the broker gives them."""
+
+    @property
+    def connections(self) -> Mapping[str, DeviceConnection]:
+        """The current connection of each connected device, by serial number."""
+
+    async def reset_online(self) -> None:
+        """Everyone offline: the broker's record of the time the link was away is gone."""
+
+    async def adopt_online(self) -> None:
+        """The devices the database has online are connected and subscribed (the broker
+        replays what happened while the link was away)."""
+
+    async def device_connected(
+        self,
+        client_id: str,
+        *,
+        username: str | None,
+        address: str,
+        clean: bool | None,
+        kept_subscription: bool | None = None,
+    ) -> None:
+        """A connection the broker accepted (``clean``: None when the broker does not say;
+        ``kept_subscription``: whether the broker says its session holds a subscription)."""
+
+    def device_left(self, client_id: str, *, address: str | None = None) -> None: ...
+
+    async def device_subscribed(self, client_id: str, topic_filter: str) -> None: ...
+
+    def device_unsubscribed(self, client_id: str, topic_filter: str) -> None: ...

@@ -47,7 +47,6 @@ from devicecontrol.devices.link.endpoint import packets
 from devicecontrol.devices.link.endpoint.packets import BrokenRule, Packet, PacketRuleBroken
 from devicecontrol.devices.link.listener import granted_keep_alive, listening_socket, tls_context
 from devicecontrol.devices.link.ports import DeviceConnection, ProvingLink
-from devicecontrol.devices.link.sessions import PersistentSessions
 from devicecontrol.devices.topics import MessageKind
 
 CONNECT_TIMEOUT_S = 10  # a socket that never sends its CONNECT is closed after this long
@@ -91,6 +90,8 @@ class DeviceEndpoint:
     devices_outlive_link = False
     checks_secrets = False  # the link closes a rotated secret's connection
     coordinates = True
+    reports_every_connection = True  # it is the broker: it sees every connection
+    session_expiry_s: float | None = PERSISTENT_SESSION_EXPIRY_S
 
     def __init__(self, link: ProvingLink, listen: str, settings: Settings) -> None:
         self.link = link
@@ -101,7 +102,6 @@ class DeviceEndpoint:
         self._port: int | None = None
         self._sessions: dict[DeviceConnection, _Session] = {}
         self._by_serial: dict[str, _Session] = {}
-        self._persistent = PersistentSessions(expiry_s=PERSISTENT_SESSION_EXPIRY_S)
         self._serving: set[asyncio.Task[None]] = set()
 
     @property
@@ -212,16 +212,13 @@ class DeviceEndpoint:
             await self.close_connection(previous)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(previous.ended.wait(), TAKE_OVER_WAIT_S)
-        serial = identity.serial_number
-        resumed = self._persistent.connected(serial, clean=connect.clean_session_flag)
         keep_alive = granted_keep_alive(connect.keep_alive, self.settings.mqtt_max_keepalive_s)
         session = _Session(connection, writer, silence_s=math.ceil(keep_alive * 1.5))
         self._sessions[connection] = session
-        self._by_serial[serial] = session
+        self._by_serial[identity.serial_number] = session
+        # what begin queues (a resumed session's deliveries) runs after this CONNACK
+        resumed = self.link.begin(connection, clean=bool(connect.clean_session_flag))
         session.send(ConnackPacket.build(int(resumed.present), CONNACK_ACCEPTED).to_bytes())
-        self.link.connection_started(connection)
-        if resumed.subscribed:
-            self.link.subscribed(serial, topics.commands_topic(serial))
         return session
 
     async def _converse(self, session: _Session, reader: asyncio.StreamReader) -> None:
@@ -253,8 +250,7 @@ class DeviceEndpoint:
             unsubscribe = await packet.unsubscribe()
             session.send(UnsubackPacket.build(unsubscribe.variable_header.packet_id).to_bytes())
             for topic in unsubscribe.payload.topics:
-                if self.link.unsubscribed(serial, topic):
-                    self._persistent.unsubscribed(serial)
+                self.link.unsubscribed(serial, topic)
         elif kind == packets.PINGREQ:
             session.send(PingRespPacket.build().to_bytes())
         elif kind == packets.PUBACK:
@@ -294,7 +290,6 @@ class DeviceEndpoint:
         for topic, qos in requested:  # the link's subscribe filter decides each
             if self.link.subscribed(serial, topic):
                 granted.append(min(qos, 1))
-                self._persistent.subscribed(serial)
             else:
                 granted.append(SUBACK_FAILURE)
         session.send(SubackPacket.build(subscribe.variable_header.packet_id, granted).to_bytes())
@@ -305,5 +300,4 @@ class DeviceEndpoint:
         serial = connection.identity.serial_number
         if self._by_serial.get(serial) is session:
             del self._by_serial[serial]
-            self._persistent.ended(serial)
         self.link.connection_ended(connection)

@@ -38,7 +38,6 @@ import asyncio
 import logging
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices import topics
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.log import (
     Connected,
@@ -49,28 +48,29 @@ from devicecontrol.devices.link.mosquitto.log import (
     Unsubscribed,
 )
 from devicecontrol.devices.link.mosquitto.replay import Replay
-from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
 from devicecontrol.devices.link.mosquitto.session_broker import KEEPALIVE_S, SessionBroker
 from devicecontrol.devices.link.mosquitto.shards import SESSION_ID, is_link_client, session_plan
-from devicecontrol.devices.link.ports import DeviceConnection, Stored, TrustingLink
-from devicecontrol.devices.link.sessions import PersistentSessions
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
+from devicecontrol.devices.link.ports import CoordinatingLink, Stored
 
 __all__ = ["MosquittoBroker"]
 
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
-class MosquittoBroker(SessionBroker):
+class MosquittoBroker(SessionBroker[CoordinatingLink]):
     """The link's ``ports.Broker`` on Mosquitto (the module's docstring); its session, its
     reader and publishing are ``session_broker.py``'s."""
 
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
     coordinates = True
+    reports_every_connection = False  # log lines live 20 s: a long absence misses some
+    session_expiry_s: float | None = None  # Mosquitto keeps persistent sessions
 
     def __init__(
         self,
-        link: TrustingLink,
+        link: CoordinatingLink,
         url: MqttUrl,
         *,
         ca_file: str | None,
@@ -89,8 +89,6 @@ class MosquittoBroker(SessionBroker):
         self.where = {"broker": str(url)}
         self._decided = asyncio.Event()  # who is online is settled for this connection
         self._replay: Replay | None = None  # held until the link's own connect line
-        self._persistent = PersistentSessions(expiry_s=None)  # Mosquitto keeps them
-        self._foreign: set[str] = set()  # client ids in use by a login that is not a device
 
     # --- the connection ---------------------------------------------------------------
 
@@ -124,7 +122,7 @@ class MosquittoBroker(SessionBroker):
         if session.present:
             self._replay = Replay(SESSION_ID)
             return
-        await self._forget_everyone()
+        await self.link.reset_online()
         self._decided.set()
         self._ready = True
 
@@ -139,105 +137,40 @@ class MosquittoBroker(SessionBroker):
                 "heard from again",
                 self.url,
             )
-            await self._forget_everyone()
+            await self.link.reset_online()
         self._decided.set()
         for message in replay.messages:
             message.settle_when_stored(await self._handle(message))
         self._ready = True
         self.link.broker_ready()
 
-    async def _forget_everyone(self) -> None:
-        await self.link.reset_online()
-        self._persistent.clear()
-        self._foreign.clear()
-
     async def _handle(self, message: Message) -> Stored | None:
-        """Take in one message; a device's is queued for the database (its future)."""
+        """Take in one message: a log line becomes a report; a device's message is queued
+        for the database (its future)."""
         if message.topic in mosquitto_log.TOPICS:
             event = mosquitto_log.parse(message.topic, message.payload)
             if event is not None:
                 await self._logged(event)
             return None
-        serial_number = topics.publisher_of(message.topic)
-        if serial_number is None or message.retained:  # a stored copy: taken when it came
-            return None
-        connection = self.link.connections.get(serial_number)
-        if connection is None and await self._take_up(serial_number) is None:
-            return None
-        kind = self.link.publication_kind(serial_number, message.topic)
-        if kind is None:
-            return None
-        return self.link.publication(
-            serial_number,
-            kind,
-            message.payload,
-            redelivery=message.redelivery,
-            arrived_at=message.arrived_at,
-        )
+        return await self._report(message)
 
     async def _logged(self, event: LogEvent) -> None:
+        """A log line, as the link's report (``reports.py``)."""
         if is_link_client(event.client_id):  # its own sessions, the other shards', the probe
             return
         match event:
             case Connected():
-                await self._connected(event)
+                await self.link.device_connected(
+                    event.client_id,
+                    username=event.username,
+                    address=event.address,
+                    clean=event.clean_session,
+                )
             case Ended():
-                self._ended(event.client_id)
+                self.link.device_left(event.client_id)
             case Subscribed():
-                await self._subscribed(event.client_id, event.topic)
+                await self.link.device_subscribed(event.client_id, event.topic)
             case Unsubscribed():
-                connection = self.link.connections.get(event.client_id)
-                if connection is not None and self.link.unsubscribed(event.client_id, event.topic):
-                    self._persistent.unsubscribed(event.client_id)
+                self.link.device_unsubscribed(event.client_id, event.topic)
             case TakenOver():
                 pass  # the new connection's own line follows
-
-    async def _connected(self, event: Connected) -> None:
-        serial_number = event.client_id
-        if event.username != serial_number:  # the service, a command, an administrator
-            self._foreign.add(serial_number)
-            previous = self.link.connections.get(serial_number)
-            if previous is not None:  # it took the client id over from the device
-                self.link.connection_ended(previous)
-            return
-        self._foreign.discard(serial_number)
-        device = await self._identities.of(serial_number, fresh=True)
-        if device is None:
-            return
-        connection, previous = self.link.claim(device, event.address)
-        if previous is not None:  # MQTT's take-over: the device stays online
-            self.link.connection_ended(previous)
-        self.link.connection_started(connection)
-        resumed = self._persistent.connected(serial_number, clean=event.clean_session)
-        if resumed.subscribed:  # a resumed session keeps its subscription
-            self.link.subscribed(serial_number, topics.commands_topic(serial_number))
-
-    def _ended(self, client_id: str) -> None:
-        if client_id in self._foreign:
-            self._foreign.discard(client_id)
-            return
-        connection = self.link.connections.get(client_id)
-        if connection is not None:
-            self.link.connection_ended(connection)
-            self._persistent.ended(client_id)
-
-    async def _subscribed(self, client_id: str, topic: str) -> None:
-        known = self.link.connections.get(client_id) is not None
-        if not known and await self._take_up(client_id, subscribe=False) is None:
-            return
-        if self.link.subscribed(client_id, topic):
-            self._persistent.subscribed(client_id)
-
-    async def _take_up(self, client_id: str, *, subscribe: bool = True) -> DeviceConnection | None:
-        """A device the broker shows active whose connect line the link never got (it
-        expired while the link was away): connected now, and taken as subscribed."""
-        if client_id in self._foreign:
-            return None
-        device = await self._identities.of(client_id)
-        if device is None:
-            return None
-        connection, _ = self.link.claim(device, "")
-        self.link.connection_started(connection)
-        if subscribe:
-            self.link.subscribed(client_id, topics.commands_topic(client_id))
-        return connection

@@ -38,7 +38,7 @@ import msgspec
 
 from devicecontrol.config import Settings
 from devicecontrol.devices import topics
-from devicecontrol.devices.link.mosquitto.connection import (
+from devicecontrol.devices.link.mqtt_session.connection import (
     one_line,
     subscription_refused,
     tls_context,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from devicecontrol.devices.link.mosquitto import log as mosquitto_log
 from devicecontrol.devices.link.mosquitto.log import Connected, Ended, LogEvent, TakenOver
-from devicecontrol.devices.link.mosquitto.session import Message
+from devicecontrol.devices.link.mqtt_session.client import Message
 
 __all__ = ["Replay", "log_event"]
 

@@ -16,31 +16,34 @@ import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 import aiomqtt
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices.link.identities import DeviceIdentities
-from devicecontrol.devices.link.mosquitto.reconnect import TIMEOUT_S, KeptConnection, cancelled
-from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
+from devicecontrol.devices.link.mosquitto.log_check import LogCheck
 from devicecontrol.devices.link.mosquitto.shards import SessionPlan
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
+from devicecontrol.devices.link.mqtt_session.connection import tls_context
+from devicecontrol.devices.link.mqtt_session.kept import TIMEOUT_S, KeptConnection, cancelled
 from devicecontrol.devices.link.outage import Outage
-from devicecontrol.devices.link.ports import DeviceConnection, TrustingLink
+from devicecontrol.devices.link.ports import DeviceConnection, Stored, StoringLink
 
 __all__ = ["KEEPALIVE_S", "SessionBroker"]
 
 # paho pings after this long without a packet from the broker and gives the connection up
 # when no PINGRESP came this long after: a stalled network is noticed within twice this
 KEEPALIVE_S = 30
+Face = TypeVar("Face", bound=StoringLink)  # the link's face the adapter reports to
 
 
-class SessionBroker(ABC):
+class SessionBroker(ABC, Generic[Face]):
     """A link process's session on Mosquitto as a ``ports.Broker``, less what the session
     receives means (``_session_began``, ``_received``): the adapter's own."""
 
     def __init__(
         self,
-        link: TrustingLink,
+        link: Face,
         url: MqttUrl,
         *,
         plan: SessionPlan,
@@ -54,6 +57,8 @@ class SessionBroker(ABC):
         self.url = url
         self.plan = plan
         self._inbox: asyncio.Queue[SessionBegan | Message] = asyncio.Queue()
+        # the session that reads the broker's log checks first that the log comes
+        log_check = LogCheck(url, tls_context(url, ca_file)) if plan.reads_log else None
         self._connection = KeptConnection(
             url,
             plan=plan,
@@ -61,8 +66,9 @@ class SessionBroker(ABC):
             keepalive_s=keepalive_s,
             inbox=self._inbox,
             lost=self._lost,
+            check=log_check.check if log_check is not None else None,
+            peek=log_check.peek if log_check is not None else None,
         )
-        self._identities = DeviceIdentities(link.find_device)
         self._ready = False
         self._runner: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -85,7 +91,7 @@ class SessionBroker(ABC):
             raise aiomqtt.MqttError("the MQTT broker is out of reach")
         await client.publish(topic, payload, qos=1)
 
-    async def close_connection(self, connection: DeviceConnection) -> None:  # noqa: B027
+    async def close_connection(self, connection: DeviceConnection) -> None:
         """Nothing, on purpose (not a hook): Mosquitto ends connections itself (a rotated
         secret, a take-over)."""
 
@@ -160,6 +166,17 @@ class SessionBroker(ABC):
     @abstractmethod
     async def _session_began(self, session: SessionBegan) -> None:
         """A connection is up, with the session kept (``present``) or new."""
+
+    async def _report(self, message: Message) -> Stored | None:
+        """A message of the session as the link's report: a device's is queued for the
+        database (its future)."""
+        return await self.link.message(
+            message.topic,
+            message.payload,
+            arrived_at=message.arrived_at,
+            redelivery=message.redelivery,
+            retained=message.retained,
+        )
 
     @abstractmethod
     async def _received(self, message: Message) -> None:

@@ -19,28 +19,29 @@ from __future__ import annotations
 import asyncio
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices.link.identities import shared_publication
-from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan
 from devicecontrol.devices.link.mosquitto.session_broker import KEEPALIVE_S, SessionBroker
 from devicecontrol.devices.link.mosquitto.shards import session_plan
-from devicecontrol.devices.link.ports import Stored, TrustingLink
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
+from devicecontrol.devices.link.ports import Stored, StoringLink
 
 __all__ = ["MosquittoShare"]
 
 STORE_WAIT_S = 5.0  # stopping: what came before the group was left is stored within this
 
 
-class MosquittoShare(SessionBroker):
+class MosquittoShare(SessionBroker[StoringLink]):
     """The link's ``ports.Broker`` for shard I > 0 on Mosquitto (the module's docstring);
     its session, its reader and publishing are ``session_broker.py``'s."""
 
     devices_outlive_link = True
     checks_secrets = True  # Mosquitto's setClientPassword ends the old secret's connection
     coordinates = False
+    reports_every_connection = True  # it follows none
+    session_expiry_s: float | None = None
 
     def __init__(
         self,
-        link: TrustingLink,
+        link: StoringLink,
         url: MqttUrl,
         *,
         shard: tuple[int, int],
@@ -80,23 +81,10 @@ class MosquittoShare(SessionBroker):
         self._ready = True
 
     async def _received(self, message: Message) -> None:
-        message.settle_when_stored(self._storing_until_done(await self._handle(message)))
+        message.settle_when_stored(self._storing_until_done(await self._report(message)))
 
     def _storing_until_done(self, stored: Stored | None) -> Stored | None:
         if stored is not None and not stored.done():
             self._storing.add(stored)
             stored.add_done_callback(self._storing.discard)
         return stored
-
-    async def _handle(self, message: Message) -> Stored | None:
-        """A device's message, stored under the registered device of its topic."""
-        if message.retained:  # a stored copy: the link took the original when it came
-            return None
-        return await shared_publication(
-            self.link,
-            self._identities,
-            message.topic,
-            message.payload,
-            redelivery=message.redelivery,
-            arrived_at=message.arrived_at,
-        )

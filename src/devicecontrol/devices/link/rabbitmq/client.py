@@ -45,15 +45,15 @@ from aio_pika.exceptions import ChannelNotFoundEntity, PublishError
 from pamqp.common import FieldTable
 
 from devicecontrol.config import MqttUrl
+from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import amqp_names, topics
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
-from devicecontrol.devices.link.identities import DeviceIdentities, shared_publication
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import (
+    CoordinatingLink,
     DeviceConnection,
     LinkError,
     NotSubscribed,
-    TrustingLink,
 )
 from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 
@@ -110,10 +110,14 @@ class RabbitMQBroker:
 
     devices_outlive_link = True
     checks_secrets = False
+    reports_every_connection = True  # the events queue is durable: nothing is missed
+    session_expiry_s: float | None = (
+        None  # RabbitMQ keeps persistent sessions, and is asked of them
+    )
 
     def __init__(
         self,
-        link: TrustingLink,
+        link: CoordinatingLink,
         url: MqttUrl,
         *,
         ca_file: str | None,
@@ -129,7 +133,6 @@ class RabbitMQBroker:
         self._connection: AbstractRobustConnection | None = None
         self._exchange: AbstractExchange | None = None
         self._readers: list[asyncio.Task[None]] = []
-        self._identities = DeviceIdentities(link.find_device)
         self._by_name: dict[str, str] = {}  # a device's connection name -> its serial
         self._management = management
         self._acking: set[asyncio.Task[None]] = set()
@@ -272,43 +275,43 @@ class RabbitMQBroker:
             self._away = False
             self.link.broker_back()
         topic = amqp_names.mqtt_topic(delivery.routing_key or "")
-        return await shared_publication(
-            self.link, self._identities, topic, delivery.body, redelivery=bool(delivery.redelivered)
-        )
+        return await self.link.message(topic, delivery.body, redelivery=bool(delivery.redelivered))
 
     async def _event(self, delivery: AbstractIncomingMessage) -> None:
+        """An event of the event exchange, as the link's report (``reports.py``)."""
         headers = delivery.headers or {}
         match delivery.routing_key:
             case "connection.created":
                 await self._connected(_text(headers.get("name")), _text(headers.get("user")))
             case "connection.closed":
-                self._closed(_text(headers.get("name")))
+                serial_number = self._by_name.pop(_text(headers.get("name")), None)
+                if serial_number is not None:
+                    address = _address(_text(headers.get("name")))
+                    self.link.device_left(serial_number, address=address)
             case "binding.created" | "binding.deleted":
                 serial_number = amqp_names.subscriber(_text(headers.get("destination_name")))
-                key = _text(headers.get("routing_key"))
-                if serial_number is None or _text(headers.get("source_name")) != (
-                    amqp_names.EXCHANGE
-                ):
+                source = _text(headers.get("source_name"))
+                if serial_number is None or source != amqp_names.EXCHANGE:
                     return
-                if self.link.connections.get(serial_number) is None:
-                    return
-                topic_filter = amqp_names.mqtt_topic(key)
+                topic_filter = amqp_names.mqtt_topic(_text(headers.get("routing_key")))
                 if delivery.routing_key == "binding.created":
-                    self.link.subscribed(serial_number, topic_filter)
+                    await self.link.device_subscribed(serial_number, topic_filter)
                 else:
-                    self.link.unsubscribed(serial_number, topic_filter)
+                    self.link.device_unsubscribed(serial_number, topic_filter)
 
     async def _connected(self, name: str, user: str) -> None:
-        device = await self._identities.of(user, fresh=True)
-        if device is None:  # the service itself, or an account that is no device
+        """A connection: the hook let in only username = client id for a device, and the
+        event names the user; whether its session kept a subscription, RabbitMQ is asked."""
+        if not is_serial_number(user):  # the service's own account
             return
         self._by_name[name] = user
-        connection, previous = self.link.claim(device, _address(name))
-        if previous is not None:  # MQTT's take-over: the device stays online
-            self.link.connection_ended(previous)
-        self.link.connection_started(connection)
-        if await self._kept_subscription(user):  # a session resumed: no binding.created
-            self.link.subscribed(user, topics.commands_topic(user))
+        await self.link.device_connected(
+            user,
+            username=user,
+            address=_address(name),
+            clean=None,
+            kept_subscription=await self._kept_subscription(user),
+        )
 
     async def _kept_subscription(self, serial_number: str) -> bool:
         """Whether the device's session holds a subscription queue (the hook lets it
@@ -326,11 +329,3 @@ class RabbitMQBroker:
                 continue
             return True
         return False
-
-    def _closed(self, name: str) -> None:
-        serial_number = self._by_name.pop(name, None)
-        if serial_number is None:
-            return
-        connection = self.link.connections.get(serial_number)
-        if connection is not None and _address(name) == connection.address:
-            self.link.connection_ended(connection)

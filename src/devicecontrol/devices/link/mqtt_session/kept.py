@@ -1,13 +1,9 @@
-"""The link's connection to Mosquitto, kept up: connect (each connection subscribes to what
-its session plan says and unsubscribes from the other form, ``shards.py``), check that the
-broker publishes its log at all, and connect again with a growing delay whenever the
-connection is lost, logging the loss once.
+"""The link's session connection, kept up: connect (each connection subscribes to what
+its plan says and unsubscribes from the rest), run the adapter's check of the broker, and
+connect again with a growing delay whenever the connection is lost, logging the loss once.
 
-The check, for the session that reads the log: a probe client connects and subscribes, and
-its two log lines must come back within ``LOG_CHECK_S``; a broker that does not publish its
-log would otherwise leave every device offline, silently. The first connection's failure
-is the link's one-line ``LinkError``; later ones leave ``online`` as it was (unknown, not
-changed).
+The first connection's failure is the link's one-line ``LinkError``; later ones leave
+``online`` as it was (unknown, not changed).
 """
 
 from __future__ import annotations
@@ -15,34 +11,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import aiomqtt
 
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices.link.mosquitto import log as mosquitto_log
-from devicecontrol.devices.link.mosquitto.connection import (
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan, SessionClient
+from devicecontrol.devices.link.mqtt_session.connection import (
     one_line,
     subscription_refused,
     tls_context,
 )
-from devicecontrol.devices.link.mosquitto.dynsec import RESPONSE_TOPIC
-from devicecontrol.devices.link.mosquitto.log import Connected, LogEvent, Subscribed
-from devicecontrol.devices.link.mosquitto.session import Message, SessionBegan, SessionClient
-from devicecontrol.devices.link.mosquitto.shards import SESSION_ID, SessionPlan
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import LinkError
 from devicecontrol.observability.logs import emit
 
-__all__ = ["PROBE_ID", "SESSION_ID", "KeptConnection", "cancelled"]
+__all__ = ["TIMEOUT_S", "KeptConnection", "SessionPlan", "cancelled"]
 
-PROBE_ID = f"{SESSION_ID}-probe"
 TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
-LOG_CHECK_S = 10
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
 logger = logging.getLogger("devicecontrol.devices.link")
+
+
+class SessionPlan(Protocol):
+    """A session's client id, what each of its connections subscribes to (at QoS 1) and
+    what it unsubscribes from (what a kept session may still hold and should not)."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def subscribe(self) -> tuple[str, ...]: ...
+
+    @property
+    def unsubscribe(self) -> tuple[str, ...]: ...
+
+
+# run on each new connection once subscribed: the adapter's check of its broker (a
+# ``LinkError`` when the broker is not set up as the link needs)
+Check = Callable[[], Awaitable[None]]
 
 
 class KeptConnection:
@@ -58,17 +68,19 @@ class KeptConnection:
         keepalive_s: int,
         inbox: asyncio.Queue[SessionBegan | Message],
         lost: Callable[[], None],
+        check: Check | None = None,
+        peek: Callable[[Message], None] | None = None,
     ) -> None:
         self.url = url
         self.plan = plan
         self.keepalive_s = keepalive_s
         self.client: SessionClient | None = None
         self._up = asyncio.Event()  # set while ``client`` is
-        self._tls = tls_context(url, ca_file)
+        self.tls = tls_context(url, ca_file)
         self._inbox = inbox
         self._lost = lost
-        self._probe_lines: set[type[LogEvent]] = set()
-        self._probe_seen = asyncio.Event()
+        self._check = check
+        self._peek = peek or _nothing
         self._outage = Outage(
             "the device link lost the MQTT broker at %s (%s); reconnecting, devices' online "
             "left as it was meanwhile"
@@ -118,7 +130,7 @@ class KeptConnection:
             password=self.url.password,
             clean_session=False,
             keepalive=self.keepalive_s,
-            tls_context=self._tls,
+            tls_context=self.tls,
             timeout=TIMEOUT_S,
             inbox=self._inbox,
             peek=self._peek,
@@ -135,8 +147,8 @@ class KeptConnection:
         return self.client
 
     async def _begin(self, client: SessionClient) -> None:
-        """Subscribe (again, if the session was kept: its form may have changed), leave
-        the other form; then the probe checks that the log comes through."""
+        """Subscribe (again, if the session was kept: what it holds may have changed),
+        unsubscribe from what it should not hold; then the adapter's check."""
         self.client = client
         self._up.set()
         wanted = self.plan.subscribe
@@ -151,8 +163,8 @@ class KeptConnection:
             )
         if self.plan.unsubscribe:
             await client.unsubscribe(list(self.plan.unsubscribe))
-        if self.plan.reads_log:
-            await self._check_log()
+        if self._check is not None:
+            await self._check()
 
     async def leave(self, topic_filters: tuple[str, ...]) -> None:
         """Unsubscribe now, if connected: once this returns, every message the broker
@@ -161,40 +173,9 @@ class KeptConnection:
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
                 await self.client.unsubscribe(list(topic_filters), timeout=TIMEOUT_S)
 
-    async def _check_log(self) -> None:
-        """The probe's connect and subscribe lines come back within ``LOG_CHECK_S``."""
-        self._probe_lines.clear()
-        self._probe_seen.clear()
-        async with aiomqtt.Client(
-            self.url.host,
-            self.url.port,
-            identifier=PROBE_ID,
-            username=self.url.username,
-            password=self.url.password,
-            clean_session=True,
-            tls_context=self._tls,
-            timeout=TIMEOUT_S,
-        ) as probe:
-            await probe.subscribe(RESPONSE_TOPIC, qos=0)
-        try:
-            async with asyncio.timeout(LOG_CHECK_S):
-                await self._probe_seen.wait()
-        except TimeoutError:
-            raise LinkError(
-                f"the MQTT broker at {self.url} does not publish its log of connections and "
-                "subscriptions on $SYS/broker/log (log_dest topic, log_type notice, subscribe "
-                "and unsubscribe, connection_messages true: docs/OPERATIONS.md)"
-            ) from None
 
-    def _peek(self, message: Message) -> None:
-        """The probe's lines, noticed on arrival: the log check must not wait for a long
-        replay to be taken in."""
-        if message.topic in (mosquitto_log.NOTICE, mosquitto_log.SUBSCRIBE):
-            event = mosquitto_log.parse(message.topic, message.payload)
-            if event is not None and event.client_id == PROBE_ID:
-                self._probe_lines.add(type(event))
-                if {Connected, Subscribed} <= self._probe_lines:
-                    self._probe_seen.set()
+def _nothing(message: Message) -> None:
+    """No peek: messages are taken in from the inbox only."""
 
 
 async def cancelled(task: asyncio.Task[None]) -> None:

@@ -1,6 +1,6 @@
-"""The link's session with Mosquitto as aiomqtt sees it: a subclass of aiomqtt's client
-that hands the session's start and every message to the link in order (``inbox``), and
-acknowledges each message only once the link settles it.
+"""The link's session as aiomqtt sees it: a subclass of aiomqtt's client that hands the
+session's start and every message to the link in order (``inbox``), and acknowledges each
+message only once the link settles it.
 
 aiomqtt keeps CONNACK's session-present flag to itself, and queues messages where they
 cannot be taken out once the connection has ended: this subclass overrides its two paho
@@ -66,8 +66,8 @@ class SessionClient(aiomqtt.Client):
 
     It acknowledges nothing on arrival (paho's manual acknowledgement): a QoS 1 message's
     PUBACK goes once the link has stored it, so a link that dies before leaves it with the
-    broker, which delivers it again to the session (contract §9, Readings). Mosquitto sends
-    at most ``max_inflight_messages`` unacknowledged: that is the flow control.
+    broker, which delivers it again to the session (contract §9, Readings). The broker sends
+    at most its limit of messages in flight unacknowledged: that is the flow control.
     """
 
     def __init__(

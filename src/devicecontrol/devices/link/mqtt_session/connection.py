@@ -1,4 +1,4 @@
-"""What every connection of the service to Mosquitto shares (the link's session, its
+"""What every connection of the service to an MQTT broker shares (the link's session, a
 probe, the operators' commands that keep device accounts): the broker's TLS, how a
 refused subscription reads, and a failure told in one line.
 """
