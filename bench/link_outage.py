@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from tests.devices.link.behaviour.fleets import (
     HOOK_TOKEN,
@@ -64,12 +66,27 @@ async def outage(fleet: Fleet, devices: int, down_s: float) -> dict[str, float]:
         if stored >= acknowledged:
             break
         await asyncio.sleep(0.5)
+    dropped = _dropped(fleet)
     return {
+        "dropped by the link": dropped,
         "acknowledged": acknowledged,
         "stored": stored,
         "lost": acknowledged - stored,
         "caught up (s)": time.monotonic() - started,
     }
+
+
+def _dropped(fleet: Fleet) -> float:
+    """The device messages the running links dropped, whatever the reason (their /metrics)."""
+    total = 0.0
+    for server in fleet.links:
+        if server is None:
+            continue
+        page = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+        for line in page.splitlines():
+            if line.startswith("devicecontrol_device_messages_dropped_total{"):
+                total += float(line.rpartition(" ")[2])
+    return total
 
 
 def migrated(database_url: str) -> None:
@@ -85,9 +102,9 @@ def run(args: argparse.Namespace) -> list[tuple[str, dict[str, float]]]:
     hook_port = free_port()
     with private_rabbitmq(f"http://127.0.0.1:{hook_port}", HOOK_TOKEN, management=True) as node:
         rabbit = RabbitWorld(node, hook_port)
-        for backend in ("sqlite", "postgresql"):
-            for kind in ("mosquitto", "rabbitmq"):
-                for shards in (1, 2):
+        for backend in args.databases:
+            for kind in args.brokers:
+                for shards in args.links:
                     with (
                         throwaway_database(backend, shards, args.postgresql_url) as url,
                         tempfile.TemporaryDirectory(prefix="devicecontrol-outage-") as tmp,
@@ -120,6 +137,9 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=15)
     parser.add_argument("--down", type=float, default=10.0, help="seconds the link is dead")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
+    parser.add_argument("--brokers", nargs="+", default=["mosquitto", "rabbitmq"])
+    parser.add_argument("--links", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
     args = parser.parse_args()
     rows = run(args)
     print(f"\n{args.devices} devices at {RATE_PER_S // 4}/s, the last link SIGKILLed {args.down} s")
