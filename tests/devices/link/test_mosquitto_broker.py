@@ -176,10 +176,10 @@ async def eventually_or_log(broker: DynsecMosquitto, server: Server, check: Any)
 
 
 async def test_a_provisioned_device_reports_and_its_reading_is_read_over_http(
-    broker, database_url, tmp_path
+    broker, sqlite_url, tmp_path
 ):
-    await provision(broker, database_url, SERIAL)
-    with serving(broker, database_url, tmp_path / "serve") as server:
+    await provision(broker, sqlite_url, SERIAL)
+    with serving(broker, sqlite_url, tmp_path / "serve") as server:
         bearer = served_token(server, OWNER)
         assert fetch(server, bearer) == {"online": False}
         async with device(broker) as plug:
@@ -264,46 +264,29 @@ async def test_commands_made_while_offline_come_in_order_once_the_device_subscri
             )
 
 
-async def test_rotate_secret_disconnects_the_old_secret_and_the_new_one_works(
+async def test_a_restart_of_serve_keeps_connected_devices_online_and_reaches_them(
     broker, sqlite_url, tmp_path
 ):
-    await provision(broker, sqlite_url, SERIAL)
-    with serving(broker, sqlite_url, tmp_path / "serve"):
-        async with device(broker) as plug:
-            await eventually(lambda: online(sqlite_url))
-            result = cli(broker, sqlite_url, "controllers", "rotate-secret", SERIAL)
-            assert result.returncode == 0, result.stderr
-            new_secret = result.stdout.splitlines()[-1]
-            await connection_ends(plug, within=2)
-        await eventually(lambda: offline(sqlite_url), within=OFFLINE_WITHIN_S)
-        assert await refused(device(broker)) == NOT_AUTHORIZED
-        async with device(broker, secret=new_secret):
-            await eventually(lambda: online(sqlite_url))
-
-
-async def test_a_restart_of_serve_keeps_connected_devices_online_and_reaches_them(
-    broker, database_url, tmp_path
-):
-    await provision(broker, database_url, SERIAL, OTHER)
+    await provision(broker, sqlite_url, SERIAL, OTHER)
     async with AsyncExitStack() as stack:
-        with serving(broker, database_url, tmp_path / "first") as server:
+        with serving(broker, sqlite_url, tmp_path / "first") as server:
             plug = await stack.enter_async_context(device(broker))  # silent, subscribed
             await plug.subscribe(f"devices/{SERIAL}/commands", qos=1)
-            await eventually(lambda: online(database_url))
+            await eventually(lambda: online(sqlite_url))
             os.kill(server.process.pid, signal.SIGTERM)
             assert server.process.wait(timeout=15) == 0, server.stderr()
-        assert await online(database_url)  # still connected to the broker
+        assert await online(sqlite_url)  # still connected to the broker
         # while serve is away another device connects and reports: the broker keeps it
         other = await stack.enter_async_context(device(broker, OTHER))
         await other.publish(f"devices/{OTHER}/state", b'{"relay_state": "while-away"}', qos=1)
-        with serving(broker, database_url, tmp_path / "second") as server:
-            assert await online(database_url, SERIAL)  # at once: the link had all news
+        with serving(broker, sqlite_url, tmp_path / "second") as server:
+            assert await online(sqlite_url, SERIAL)  # at once: the link had all news
             bearer = served_token(server, OWNER)
             shown = await eventually(lambda: fetch(server, bearer, OTHER).get("relay_state"))
             assert shown == "while-away" and fetch(server, bearer, OTHER)["online"] is True
             made = switch_command(server, bearer, SERIAL, "on")
             assert (await next_command(plug))["id"] == made
-        assert await online(database_url)
+        assert await online(sqlite_url)
 
 
 async def test_a_command_a_previous_link_left_sent_reaches_a_device_that_stayed_connected(

@@ -206,10 +206,10 @@ def _logged(server: Server, event: str) -> bool:
     return bool(_events(server.stderr(), event))
 
 
-async def test_a_device_link_that_dies_is_started_again(database_url, tmp_path):
-    await provision(database_url)
+async def test_a_device_link_that_dies_is_started_again(sqlite_url, tmp_path):
+    await provision(sqlite_url)
     port, env = mqtt_environment()
-    with running_server(database_url, tmp_path, env=env, device_link=True) as server:
+    with running_server(sqlite_url, tmp_path, env=env, device_link=True) as server:
         [first] = link_processes(server)
         os.kill(first, signal.SIGKILL)
         [second] = await eventually(lambda: _other_link(server, first), within=10)

@@ -14,7 +14,9 @@ import asyncio
 import os
 import signal
 import subprocess
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +72,6 @@ class Fleet:
     links: list[Server | None] = field(default_factory=list)
     hook: Server | None = None
     _stack: ExitStack = field(default_factory=ExitStack)
-    _starts: int = 0
     _embedded_port: int = field(default_factory=free_port)
     rate_per_s: int = RATE_PER_S  # DEVICECONTROL_DEVICE_MESSAGE_RATE, a second's
 
@@ -132,14 +133,11 @@ class Fleet:
 
     def start(self, shard: int) -> Server:
         """Link process ``shard`` (a ``serve`` with its device link), answering."""
-        self._starts += 1
-        workdir = self.workdir / f"link-{shard}-{self._starts}"
+        workdir = self.workdir / f"link-{shard}-{uuid.uuid4().hex[:8]}"
         workdir.mkdir()
         server = self._stack.enter_context(
             running_server(self.database_url, workdir, env=self._link_env(shard), device_link=True)
         )
-        while len(self.links) <= shard:
-            self.links.append(None)
         self.links[shard] = server
         return server
 
@@ -179,6 +177,19 @@ class Fleet:
             **options,
         )
 
+    def managed(self, serial: str) -> bool:
+        """Whether RabbitMQ's management API lists a connection of ``serial``'s (it knows
+        one from the node's next statistics): only then can the link end it."""
+        assert self.rabbit is not None
+        answer = httpx.get(
+            f"{self._management_url()}/api/connections",
+            auth=(LINK_USER, LINK_PASSWORD),
+            timeout=DEVICE_TIMEOUT_S,
+        )
+        return answer.status_code == 200 and any(
+            connection.get("user") == serial for connection in answer.json()
+        )
+
     def logs(self) -> str:
         """What every process said, for a failure's message."""
         parts = []
@@ -193,6 +204,9 @@ class Fleet:
         for shard, server in enumerate(self.links):
             if server is not None:
                 self.kill(shard)
+        if self.hook is not None:
+            os.killpg(self.hook.process.pid, signal.SIGKILL)
+            self.hook.process.wait(timeout=10)
         self._stack.close()
 
 
@@ -232,13 +246,14 @@ def fleet_of(
     first); every process stopped at the end."""
     fleet = Fleet(kind, shards, database_url, workdir, mosquitto=mosquitto, rabbit=rabbit)
     fleet.rate_per_s = rate_per_s
+    fleet.links = [None] * shards
     try:
         if rabbit is not None:
             empty_rabbit_node(rabbit.node)
             fleet.start_hook()
         asyncio.run(_app_and_owner(database_url))
-        for shard in range(shards):
-            fleet.start(shard)
+        with ThreadPoolExecutor(max_workers=shards) as pool:  # side by side: seconds each
+            list(pool.map(fleet.start, range(shards)))
         yield fleet
     finally:
         fleet.close()
