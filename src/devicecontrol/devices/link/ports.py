@@ -91,7 +91,7 @@ class Broker(Protocol):
 
     async def start(self) -> None:
         """Serve devices; ``LinkError`` with a one-line reason if it cannot. A broker that
-        coordinates calls ``Link.reset_online`` or ``TrustingLink.adopt_online`` first."""
+        coordinates sets who is online first (``reset_online`` or ``adopt_online``)."""
 
     async def shutdown(self) -> None: ...
 

@@ -3,15 +3,15 @@ plugin (contract §9, ``DEVICECONTROL_MQTT_URL``); a ``ports.Broker``.
 
 Mosquitto checks who connects and what they may publish and subscribe to (the accounts the
 operators' commands keep in step, ``dynsec.py``). What the link needs to know of devices it
-reads off the broker itself, in one MQTT session of its own (``session.py``, kept up by
-``reconnect.py``):
+reads off the broker itself, in one MQTT session of its own (``mqtt_session/``), and
+reports to the link in its broker-neutral terms (``reports.py``, ``ports.CoordinatingLink``):
 
 - Mosquitto's log, which it publishes on ``$SYS/broker/log/...`` (``log.py``): connections
-  made and ended, subscriptions. These become the same calls the embedded endpoint makes
-  on the link (``claim``, ``connection_started``, ``connection_ended``, ``subscribed``), so
-  ``online``, ``last_seen``, deliveries and their rules are the link's;
-- the devices' messages, on ``devices/+/state`` and ``devices/+/commands/result``, handed to
-  ``publication`` like the endpoint's (topic rule, rate limit, size, JSON, metrics).
+  made and ended (with their clean-session flag), subscriptions. These become the reports
+  ``device_connected``, ``device_left``, ``device_subscribed``, ``device_unsubscribed``, so
+  ``online``, ``last_seen``, persistent sessions, deliveries and their rules are the link's;
+- the devices' messages, on ``devices/+/state`` and ``devices/+/commands/result``, reported
+  as ``message`` with their arrival, redelivery and retained flags.
 
 The session is persistent (a fixed client id, clean session off, QoS 1 subscriptions), so
 that the broker keeps what happens while the link is away (a restart of ``serve``, a lost
@@ -24,12 +24,10 @@ of a connection whose connect line was lost (taken as subscribed: at least once)
 
 With several link processes this is shard 0's session: it reads the log alone, and takes
 its share of the devices' messages as a member of the links' shared subscriptions; the
-other shards (``share.py``) store the rest (``shards.py``). A message with the RETAIN flag
-is the broker's stored copy, sent again at each subscription: never stored.
-
-Only client ids that are registered serial numbers (``identities.py``) and that logged in
-with username = client id count. While the broker is out of reach the link leaves
-``online`` as it was: unknown, not changed.
+other shards (``share.py``) store the rest (``shards.py``). Mosquitto's log lines live 20 s,
+so its reports may have gaps (``reports_every_connection`` is False): a device heard from
+whose connect line was lost is taken as connected. While the broker is out of reach the
+link leaves ``online`` as it was: unknown, not changed.
 """
 
 from __future__ import annotations

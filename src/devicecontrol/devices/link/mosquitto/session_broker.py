@@ -1,5 +1,5 @@
 """What the two Mosquitto adapters share: each link process's ``ports.Broker`` on Mosquitto
-is one persistent session of its own (``shards.py``), kept up by ``reconnect.py``; what
+is one persistent session of its own (``shards.py``), kept up by ``mqtt_session/kept.py``; what
 the session receives is taken in one item after another, in order.
 
 Shard 0 (``client.py``) and shard I > 0 (``share.py``) differ in what they do with what

@@ -14,10 +14,14 @@ AMQP, with names as ``devices/amqp_names.py`` gives them:
   second durable queue, ``devicecontrol.events`` (``connection.created`` names the user, a
   device's serial, and the connection's name; ``connection.closed`` only the name, so the
   link keeps name -> serial; ``binding.created`` of a device's subscription queue is its
-  subscription to its commands). Both queues keep what happens while no link runs;
-- a command is published to ``amq.topic`` with its routing key, persistent and confirmed,
-  for the plugin to deliver to the device's subscription queue (which keeps it while the
-  device is away, for a session that is not clean).
+  subscription to its commands). Both queues keep what happens while no link runs. They
+  are reported to the link in its broker-neutral terms (``reports.py``); a resumed
+  persistent session makes no ``binding.created``, so at each connect RabbitMQ is asked
+  whether the device's subscription queue is there (a passive declare);
+- a command is published to ``amq.topic`` with its routing key, persistent, confirmed and
+  mandatory, for the plugin to deliver to the device's subscription queue (which keeps it
+  while the device is away, for a session that is not clean); one no queue takes comes
+  back (``ports.NotSubscribed``).
 
 A device whose secret was rotated is refused at its next login by the hook; the
 connection it made with the old secret is ended through RabbitMQ's management API
@@ -111,9 +115,8 @@ class RabbitMQBroker:
     devices_outlive_link = True
     checks_secrets = False
     reports_every_connection = True  # the events queue is durable: nothing is missed
-    session_expiry_s: float | None = (
-        None  # RabbitMQ keeps persistent sessions, and is asked of them
-    )
+    # RabbitMQ keeps persistent sessions, and is asked of them
+    session_expiry_s: float | None = None
 
     def __init__(
         self,
