@@ -31,8 +31,9 @@ def routing_key(topic: str) -> str:
 
 
 def subscription_queues(client_id: str) -> tuple[str, ...]:
-    """The names a subscription queue of ``client_id`` may have (one per QoS)."""
-    return tuple(f"{SUBSCRIPTION_PREFIX}{client_id}{qos}" for qos in SUBSCRIPTION_QOS)
+    """The names a subscription queue of ``client_id`` may have (one per QoS), the one
+    devices subscribe with (QoS 1) first."""
+    return tuple(f"{SUBSCRIPTION_PREFIX}{client_id}{qos}" for qos in reversed(SUBSCRIPTION_QOS))
 
 
 def subscription_queue_prefix(client_id: str) -> str:

@@ -19,13 +19,13 @@ from typing import Any
 import aiomqtt
 import httpx
 import msgspec
-import pytest
 from sqlalchemy import func, select
 
 from devicecontrol.config import Settings
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.devices.identity import rotate_device_secret
 from devicecontrol.runtime import Runtime
+from tests.conftest import POSTGRESQL_ONLY
 from tests.devices.link.support import (
     OWNER,
     connection_ends,
@@ -91,7 +91,7 @@ async def closed_by_the_broker(plug: aiomqtt.Client) -> bool:
     return False
 
 
-@pytest.mark.parametrize("backend", ["postgresql"])
+@POSTGRESQL_ONLY
 async def test_a_rabbitmq_cluster_lets_devices_in_and_keeps_them_to_their_topics_via_the_hook(
     settings: Settings, tmp_path
 ):

@@ -217,14 +217,19 @@ def take(link, serial: str, count: int) -> int:
     return sum(link.publication(serial, MessageKind.STATE, b"{}") is not None for _ in range(count))
 
 
+def away(link, clock, seconds: float) -> None:
+    """The link loses its broker for ``seconds``, and reads it again."""
+    link.broker_lost()
+    clock.advance(seconds)
+    link.broker_back()
+
+
 async def test_a_backlog_is_judged_over_the_time_the_link_was_away(link, clock):
     """After 10 s away at 3 a second: a burst of 3 and 30 more for each device, once."""
     connect(link, SERIAL, 1)
     connect(link, OTHER, 2)
     assert take(link, SERIAL, 3) == 3  # its bucket is empty when the link goes
-    link.broker_lost()
-    clock.advance(10)
-    link.broker_back()
+    away(link, clock, 10)
     assert take(link, SERIAL, 40) == 3 + 30  # refilled to a burst, and the credit
     assert take(link, OTHER, 40) == 3 + 30  # a device not heard before gets it too
     clock.advance(1)
@@ -233,9 +238,7 @@ async def test_a_backlog_is_judged_over_the_time_the_link_was_away(link, clock):
 
 async def test_a_backlog_credit_lapses_and_no_bucket_is_forgotten_meanwhile(link, clock):
     connect(link)
-    link.broker_lost()
-    clock.advance(10)
-    link.broker_back()
+    away(link, clock, 10)
     assert take(link, SERIAL, 1) == 1
     clock.advance(2)
     link.rate.forget_full()  # full, but forgotten it would be credited again
@@ -249,9 +252,7 @@ async def test_a_backlog_credit_lapses_and_no_bucket_is_forgotten_meanwhile(link
 
 async def test_a_credit_unspent_when_the_catch_up_ends_lapses(link, clock):
     connect(link)
-    link.broker_lost()
-    clock.advance(10)
-    link.broker_back()
+    away(link, clock, 10)
     assert take(link, SERIAL, 5) == 5
     clock.advance(max(CATCH_UP_MIN_S, CATCH_UP_FACTOR * 10) + 1)
     assert take(link, SERIAL, 100) == 3  # a burst, no more

@@ -71,6 +71,8 @@ class Absence:
             self._credit(seconds)
 
     def _credit(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
         self.rate.away(seconds)
         emit(
             logger,

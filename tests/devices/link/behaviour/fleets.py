@@ -244,9 +244,10 @@ def fleet_of(
 ) -> Iterator[Fleet]:
     """The fleet with OWNER and the factories' app, its link processes started (shard 0
     first); every process stopped at the end."""
-    fleet = Fleet(kind, shards, database_url, workdir, mosquitto=mosquitto, rabbit=rabbit)
-    fleet.rate_per_s = rate_per_s
-    fleet.links = [None] * shards
+    fleet = Fleet(
+        kind, shards, database_url, workdir, mosquitto=mosquitto, rabbit=rabbit,
+        links=[None] * shards, rate_per_s=rate_per_s,
+    )  # fmt: skip
     try:
         if rabbit is not None:
             empty_rabbit_node(rabbit.node)
