@@ -10,14 +10,24 @@ Mosquitto client one for the link's own session.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
 
+from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import Stored
 
-__all__ = ["InOrderAcknowledgements", "Turn"]
+__all__ = ["InOrderAcknowledgements", "Settles", "Turn", "take_in_order"]
 
 Acknowledgement = TypeVar("Acknowledgement")
+
+
+class Settles(Protocol):
+    """Something a broker sent the link, with its place among the acknowledgements."""
+
+    def settle(self) -> None: ...
+
+
+Item = TypeVar("Item", bound=Settles)
 
 
 class Turn(Generic[Acknowledgement]):
@@ -69,3 +79,20 @@ class InOrderAcknowledgements(Generic[Acknowledgement]):
         turns = self._turns
         while turns and turns[0].settled:
             self._send(turns.popleft().acknowledgement)
+
+
+async def take_in_order(
+    items: AsyncIterator[Item], handle: Callable[[Item], Awaitable[None]], failing: Outage
+) -> None:
+    """What an external broker sends the link, handled one after another in arrival order
+    (``handle`` settles each, a device's message once stored). One whose handling fails is
+    settled at once, since the broker would only send it again, and the failure is logged
+    once until handling works again; the reader goes on."""
+    async for item in items:
+        try:
+            await handle(item)
+        except Exception:
+            item.settle()
+            failing.failed()
+        else:
+            failing.recovered()

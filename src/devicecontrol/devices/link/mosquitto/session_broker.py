@@ -15,15 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
-import aiomqtt
-
 from devicecontrol.config import MqttUrl
+from devicecontrol.devices.link.acks import take_in_order
 from devicecontrol.devices.link.mosquitto.log_check import LogCheck
 from devicecontrol.devices.link.mosquitto.shards import SessionPlan
-from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
+from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan, SessionError
 from devicecontrol.devices.link.mqtt_session.connection import tls_context
 from devicecontrol.devices.link.mqtt_session.kept import TIMEOUT_S, KeptConnection, cancelled
 from devicecontrol.devices.link.outage import Outage
@@ -88,8 +87,8 @@ class SessionBroker(ABC, Generic[Face]):
         shard 0's; a share only serves a caller that asks anyway."""
         client = await self._connection.connected_client(TIMEOUT_S)
         if client is None:
-            raise aiomqtt.MqttError("the MQTT broker is out of reach")
-        await client.publish(topic, payload, qos=1)
+            raise SessionError("the MQTT broker is out of reach")
+        await client.publish(topic, payload)
 
     async def close_connection(self, connection: DeviceConnection) -> None:
         """Nothing, on purpose (not a hook): Mosquitto ends connections itself (a rotated
@@ -146,22 +145,22 @@ class SessionBroker(ABC, Generic[Face]):
 
     async def _read(self) -> None:
         """Everything the session receives, one after another, in order."""
+        await take_in_order(self._received_items(), self._take, self._failing)
+
+    async def _received_items(self) -> AsyncIterator[SessionBegan | Message]:
         while True:
             item = await self._inbox.get()
             try:
-                if isinstance(item, SessionBegan):
-                    self.link.broker_back()  # before what the session kept meanwhile
-                    await self._session_began(item)
-                else:
-                    await self._received(item)
-            except Exception:
-                if isinstance(item, Message):
-                    item.settle()  # not stored: the broker would only send it again
-                self._failing.failed()
-            else:
-                self._failing.recovered()
-            finally:
+                yield item
+            finally:  # taken in (``_take_in_received`` waits for it)
                 self._inbox.task_done()
+
+    async def _take(self, item: SessionBegan | Message) -> None:
+        if isinstance(item, SessionBegan):
+            self.link.broker_back()  # before what the session kept meanwhile
+            await self._session_began(item)
+        else:
+            await self._received(item)
 
     @abstractmethod
     async def _session_began(self, session: SessionBegan) -> None:

@@ -14,10 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import aiomqtt
-
 from devicecontrol.config import MqttUrl
-from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan, SessionClient
+from devicecontrol.devices.link.mqtt_session.client import (
+    Message,
+    SessionBegan,
+    SessionClient,
+    SessionError,
+)
 from devicecontrol.devices.link.mqtt_session.connection import (
     one_line,
     subscription_refused,
@@ -32,7 +35,6 @@ __all__ = ["TIMEOUT_S", "KeptConnection", "SessionPlan", "cancelled"]
 TIMEOUT_S = 10  # the broker's CONNACK, SUBACK, PUBACK
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
-CANCEL_AGAIN_S = 0.5  # stopping: a cancellation still running after this is sent again
 logger = logging.getLogger("devicecontrol.devices.link")
 
 
@@ -101,9 +103,8 @@ class KeptConnection:
                         emit(logger, logging.INFO, {"event": "device_link_broker_back",
                                                     "broker": str(self.url)})  # fmt: skip
                     delay = FIRST_RETRY_S
-                    async for _ in client.messages:  # they go to the inbox: this waits
-                        pass
-            except (aiomqtt.MqttError, LinkError, TimeoutError) as exc:
+                    await client.ended()  # what it receives goes to the inbox meanwhile
+            except (SessionError, LinkError, TimeoutError) as exc:
                 reason = one_line(exc.__cause__ or exc)
                 if not first.done():
                     if not isinstance(exc, LinkError):
@@ -125,13 +126,12 @@ class KeptConnection:
         return SessionClient(
             self.url.host,
             self.url.port,
-            identifier=self.plan.client_id,
+            client_id=self.plan.client_id,
             username=self.url.username,
             password=self.url.password,
-            clean_session=False,
-            keepalive=self.keepalive_s,
-            tls_context=self.tls,
-            timeout=TIMEOUT_S,
+            keepalive_s=self.keepalive_s,
+            tls=self.tls,
+            timeout_s=TIMEOUT_S,
             inbox=self._inbox,
             peek=self._peek,
         )
@@ -170,8 +170,8 @@ class KeptConnection:
         """Unsubscribe now, if connected: once this returns, every message the broker
         routed to the session before has been received (it sends in order)."""
         if topic_filters and self.client is not None:
-            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-                await self.client.unsubscribe(list(topic_filters), timeout=TIMEOUT_S)
+            with contextlib.suppress(SessionError, TimeoutError):
+                await self.client.unsubscribe(list(topic_filters))
 
 
 def _nothing(message: Message) -> None:
@@ -179,10 +179,6 @@ def _nothing(message: Message) -> None:
 
 
 async def cancelled(task: asyncio.Task[None]) -> None:
-    """Cancel ``task`` and wait for its end, cancelling again while it runs: on Python 3.11
-    ``asyncio.wait_for`` (aiomqtt waits with it) swallows a cancellation that meets the
-    result it waited for, and the connection's loop would then run on."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_AGAIN_S)
+    """Cancel ``task`` and wait for its end."""
+    task.cancel()
     await asyncio.gather(task, return_exceptions=True)

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aio_pika
@@ -51,13 +52,14 @@ from pamqp.common import FieldTable
 from devicecontrol.config import MqttUrl
 from devicecontrol.controllers.identity import is_serial_number
 from devicecontrol.devices import amqp_names, topics
-from devicecontrol.devices.link.acks import InOrderAcknowledgements
+from devicecontrol.devices.link.acks import InOrderAcknowledgements, Turn, take_in_order
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.ports import (
     CoordinatingLink,
     DeviceConnection,
     LinkError,
     NotSubscribed,
+    Stored,
 )
 from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 
@@ -72,6 +74,9 @@ DEVICE_KEYS = tuple(
 )  # devices.*.state, devices.*.commands.result
 EVENT_KEYS = ("connection.created", "connection.closed", "binding.created", "binding.deleted")
 ONE_CONSUMER: FieldTable = {"x-single-active-consumer": True}
+# what one of the link's queues' deliveries is handed to: a device's message or an event
+Handler = Callable[[AbstractIncomingMessage], Awaitable[Stored | None]]
+Delivery = Turn[AbstractIncomingMessage]  # a delivery, with its place among the acks
 PREFETCH = 1000  # deliveries not yet acknowledged: the flow control
 CONNECT_TIMEOUT_S = 10
 logger = logging.getLogger("devicecontrol.devices.link")
@@ -246,20 +251,20 @@ class RabbitMQBroker:
 
     # --- reading -------------------------------------------------------------------------
 
-    async def _read(self, queue: AbstractQueue, handle: Any) -> None:
+    async def _read(self, queue: AbstractQueue, handle: Handler) -> None:
         """One queue's deliveries, one after another, in order; each acknowledged in its
         turn once handled (a device's message: once stored)."""
+
+        async def settled_once_handled(delivery: Delivery) -> None:
+            delivery.settle_when_stored(await handle(delivery.acknowledgement))
+
+        await take_in_order(self._deliveries(queue), settled_once_handled, self._failing)
+
+    async def _deliveries(self, queue: AbstractQueue) -> AsyncIterator[Delivery]:
         acknowledgements = InOrderAcknowledgements(self._acknowledge)
         async with queue.iterator() as deliveries:
             async for delivery in deliveries:
-                turn = acknowledgements.arrived(delivery)
-                try:
-                    turn.settle_when_stored(await handle(delivery))
-                except Exception:
-                    turn.settle()  # not stored: RabbitMQ would only send it again
-                    self._failing.failed()
-                else:
-                    self._failing.recovered()
+                yield acknowledgements.arrived(delivery)
 
     def _acknowledge(self, delivery: AbstractIncomingMessage) -> None:
         task = asyncio.ensure_future(delivery.ack())
@@ -271,7 +276,7 @@ class RabbitMQBroker:
         if not task.cancelled() and task.exception() is not None:
             self._failing.failed()  # the channel is gone: RabbitMQ delivers it again
 
-    async def _message(self, delivery: AbstractIncomingMessage) -> Any:
+    async def _message(self, delivery: AbstractIncomingMessage) -> Stored | None:
         """A device's message of this link's shard: stored under the registered device,
         whichever link follows its connection."""
         if self._away:  # the first delivery since the connection came back
