@@ -274,3 +274,30 @@ async def test_the_self_link_names_the_range_and_width_answered(runtime, client)
         "/v1/controllers/MEL1/readings/summary"
         "?since=2026-11-20+00%3A00%3A00&until=2026-11-21+00%3A00%3A00&every=5m"
     )
+
+
+CALENDAR_ENDS = [
+    ({"every": "1d", "since": "9999-12-31 00:00:00", "until": "9999-12-31 23:59:59"}, "since"),
+    ({"every": "1h", "since": "9999-12-30 00:00:00", "until": "9999-12-31 00:00:00"}, "until"),
+    ({"since": "0001-01-01 00:00:00", "until": "0001-01-02 00:00:00"}, "since"),
+]
+
+
+async def test_a_range_at_the_calendars_ends_is_400_and_one_a_day_inside_is_summarized(
+    runtime, client
+):
+    """Local days and bucket ends near year 1 or 9999 are still dates, in a zone east of UTC
+    too: no OverflowError (a 500) at the ends, and a summary a day inside them."""
+    ana_id, ana = await logged_in_user(runtime, client, ANA)
+    await live_in(runtime, ana_id, BERLIN)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    for params, field in CALENDAR_ENDS:
+        response = await client.get(SUMMARY.format("MEL1"), params=params, headers=ana)
+        assert_problem(response, 400, field)
+    for every, since, until in (
+        ("1d", "9999-12-28 00:00:00", "9999-12-30 00:00:00"),
+        ("1h", "9999-12-29 00:00:00", "9999-12-30 00:00:00"),
+        ("1d", "0001-01-02 00:00:00", "0001-01-04 00:00:00"),
+    ):
+        summary = await summary_of(client, ana, "MEL1", every=every, since=since, until=until)
+        assert summary["buckets"] == []

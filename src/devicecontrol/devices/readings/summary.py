@@ -28,6 +28,10 @@ EVERY: dict[str, int] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "1d": 8640
 DAY = "1d"
 MAX_BUCKETS = 1000
 DEFAULT_RANGE = timedelta(hours=24)
+# what a summary may cover: a day inside the calendar's ends, so that a local day, a bucket's
+# end or a time zone's offset near either end is still a date (API.md)
+EARLIEST = datetime(1, 1, 2)
+LATEST = datetime(9999, 12, 30)
 ROUND_TO = 3  # decimals of an average and of energy: finer than any sensor reports
 ENERGY = "energy_wh"
 PLUG = "smart_plug"
@@ -55,6 +59,11 @@ def plan(
     """The summary's range and buckets, or InvalidField: ``since`` defaults to 24 h before
     ``until`` (itself now), ``every`` to the finest width that keeps within the bucket
     limit."""
+    for moment, field in ((since, "since"), (until, "until")):
+        if moment is not None and not EARLIEST <= moment <= LATEST:
+            raise InvalidField(
+                field, f"must be between {format_timestamp(EARLIEST)} and {format_timestamp(LATEST)}"
+            )
     end = until if until is not None else now
     start = since if since is not None else end - DEFAULT_RANGE
     if start >= end:
