@@ -142,3 +142,56 @@ def test_a_cell_is_written_as_json_shows_it_and_never_as_a_formula(value, cell):
     written = io.StringIO()
     csv.writer(written, lineterminator="").writerow([export.cell(value)])
     assert next(csv.reader([written.getvalue()])) == [cell]
+
+
+HOSTILE_NAMES = ['=HYPERLINK("http://x")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1)", "\tlead"]
+
+
+async def test_a_devices_field_names_are_escaped_in_the_header_as_values_are(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", dict.fromkeys(HOSTILE_NAMES, 1)))
+    [header, row] = rows_of(await client.get(READINGS, headers={**ana, **AS_CSV}))
+    assert header[0] == "created"
+    assert sorted(header[1:]) == sorted("'" + name for name in HOSTILE_NAMES)
+    assert row[1:] == ["1"] * len(HOSTILE_NAMES)
+
+
+async def test_every_cell_but_a_number_is_quoted_so_no_separator_splits_it(runtime, client):
+    """A spreadsheet that splits on ';' (or a tab, or '|') keeps a device's string whole."""
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    reading = {"note": "x;=1+1", "pipe": "a|b", "tab": "a\tb", "temp": 21.5, "n": -3}
+    await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", reading))
+    response = await client.get(READINGS, headers={**ana, **AS_CSV})
+    [header, row] = response.text.splitlines()
+    assert header == '"created","n","note","pipe","tab","temp"'
+    assert row == '"2026-11-20 10:00:00",-3,"x;\'=1+1","a|b","a\tb",21.5'
+    for line in (header, row):
+        for separator in (",", ";", "\t", "|"):  # however a spreadsheet cuts the line
+            assert [piece for piece in line.split(separator) if runs(piece)] == []
+
+
+def runs(piece: str) -> bool:
+    """A piece of a line a spreadsheet would take for a formula (a number is a number)."""
+    text = piece.lstrip('"')
+    try:
+        float(text)
+    except ValueError:
+        return text.startswith(export.FORMULA_STARTS)
+    return False
+
+
+async def test_a_formula_after_a_separator_inside_a_string_is_escaped_too(runtime, client):
+    _, ana = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    hostile = {"a": "x;=1+1", "b": 'y|"@SUM(1)', "c": "z,-2+3", "d;=e": "\t=cmd", "f": "1;2"}
+    await report_at(runtime, "MEL1", ("2026-11-20 10:00:00", hostile))
+    response = await client.get(READINGS, headers={**ana, **AS_CSV})
+    [header, row] = response.text.splitlines()
+    for line in (header, row):
+        for separator in (",", ";", "\t", "|"):
+            assert [piece for piece in line.split(separator) if runs(piece)] == []
+    [names, parsed] = list(csv.reader(io.StringIO(response.text)))
+    assert names == ["created", "a", "b", "c", "d;'=e", "f"]
+    assert parsed[1:] == ["x;'=1+1", "y|\"'@SUM(1)", "z,'-2+3", "'\t'=cmd", "1;2"]

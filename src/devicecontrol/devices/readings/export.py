@@ -6,7 +6,12 @@ A field's value is written as JSON would show it (a list or an object as JSON te
 boolean as ``true``/``false``), except that a string is written as it is. A string that a
 spreadsheet would take for a formula (it begins with ``=``, ``+``, ``-``, ``@``, a tab or
 a carriage return) is written with a leading ``'``, so that opening an export never runs
-what a device reported.
+what a device reported; so is a field's name in the header row, since a device chooses it.
+Every cell but a number is quoted. A spreadsheet that splits on another separator than the
+comma (``;`` is the default in much of Europe; a tab, ``|``) splits a line wherever that
+separator is, quotes or not: so inside a string, a formula's first character right after a
+separator (and any quotes) gets a ``'`` too, and no piece of a line begins a formula
+whichever separator cuts it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -27,6 +33,8 @@ from devicecontrol.devices.readings.aggregates import Range
 SLICE_ROWS = 5000
 MEDIA_TYPE = "text/csv"  # Litestar adds the charset (utf-8) to text types
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# a formula's start after a separator a spreadsheet may split on, and any quotes
+_SPLIT_FORMULA = re.compile(r"""([,;\t|]"*)([=+\-@\t\r])""")
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
@@ -37,7 +45,7 @@ def cell(value: Any) -> Any:
     if kind is float or kind is int:
         return value
     if kind is str:
-        return "'" + value if value.startswith(FORMULA_STARTS) else value
+        return _text(value)
     if value is None:
         return ""
     if kind is bool:
@@ -45,9 +53,20 @@ def cell(value: Any) -> Any:
     return _encode(value).decode()
 
 
+def _text(value: str) -> str:
+    """A string as a cell no spreadsheet runs (the module's docstring)."""
+    value = _SPLIT_FORMULA.sub(r"\1'\2", value)
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def _writer(buffer: io.StringIO) -> Any:
+    """Numbers bare, every other cell quoted (the module's docstring)."""
+    return csv.writer(buffer, lineterminator="\r\n", quoting=csv.QUOTE_NONNUMERIC)
+
+
 def _rows(fields: Sequence[str], batch: Sequence[Any]) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer = _writer(buffer)
     decode = _decode
     writer.writerows(
         [row.created, *[cell(reading.get(name)) for name in fields]]
@@ -97,5 +116,5 @@ async def _slice(database: Database, within: Range, after: tuple[Any, int] | Non
 
 def _rows_header(fields: Sequence[str]) -> bytes:
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\r\n").writerow(["created", *fields])
+    _writer(buffer).writerow(["created", *[cell(name) for name in fields]])
     return buffer.getvalue().encode()

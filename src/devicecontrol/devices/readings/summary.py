@@ -61,9 +61,8 @@ def plan(
     limit."""
     for moment, field in ((since, "since"), (until, "until")):
         if moment is not None and not EARLIEST <= moment <= LATEST:
-            raise InvalidField(
-                field, f"must be between {format_timestamp(EARLIEST)} and {format_timestamp(LATEST)}"
-            )
+            earliest, latest = format_timestamp(EARLIEST), format_timestamp(LATEST)
+            raise InvalidField(field, f"must be between {earliest} and {latest}")
     end = until if until is not None else now
     start = since if since is not None else end - DEFAULT_RANGE
     if start >= end:
