@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import datetime
 
 import pytest
 
+from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.readings import export
+from devicecontrol.devices.readings.aggregates import Range
 from tests.controllers.helpers import assert_problem
 from tests.devices.helpers import ANA, BOB
 from tests.devices.test_readings_summary import report_at
@@ -195,3 +198,27 @@ async def test_a_formula_after_a_separator_inside_a_string_is_escaped_too(runtim
     [names, parsed] = list(csv.reader(io.StringIO(response.text)))
     assert names == ["created", "a", "b", "c", "d;'=e", "f"]
     assert parsed[1:] == ["x;'=1+1", "y|\"'@SUM(1)", "z,'-2+3", "'\t'=cmd", "1;2"]
+
+
+async def test_a_slice_writes_a_bounded_number_of_cells_however_many_fields(
+    runtime, client, monkeypatch
+):
+    """Readings with many fields come in more, smaller slices: no slice is written on the
+    event loop in one piece larger than ``SLICE_CELLS`` cells."""
+    monkeypatch.setattr(export, "SLICE_CELLS", 200)
+    ana_id, _ = await logged_in_user(runtime, client, ANA)
+    await make_controller(runtime, "MEL1", owner=ANA, type="melissa")
+    wide = {f"f{number:02}": number for number in range(39)}
+    await report_at(runtime, "MEL1", *[(f"2026-11-20 10:00:{s:02}", wide) for s in range(12)])
+    device = await commands.owned_device(runtime, ana_id, "MEL1")
+    within = Range(device.controller_id, device.assignment_id, datetime(2026, 11, 20),
+                   datetime(2026, 11, 21))  # fmt: skip
+    chunks = [
+        chunk
+        async for chunk in export.csv_lines(
+            runtime.database, within, dialect=runtime.database.dialect_name
+        )
+    ]
+    rows_per_chunk = [len(list(csv.reader(io.StringIO(c.decode())))) for c in chunks[1:]]
+    assert rows_per_chunk == [5, 5, 2]  # 40 cells a row, 200 a slice
+    assert sum(rows_per_chunk) == 12

@@ -347,6 +347,15 @@ event_streams = Table(
     Index("ix_event_streams_user_id", "user_id"),
 )
 
+# the field names each controller has been let report (devices/link/field_budget.py): at
+# most MAX_FIELDS besides its type's own, whatever the device invents
+reading_fields = Table(
+    "reading_fields",
+    metadata,
+    Column("controller_id", ForeignKey("controllers.id"), primary_key=True),
+    Column("name", Text, primary_key=True),
+)
+
 # when each link process last read its broker (devices/link/absence.py): a link that starts
 # again knows how long its devices' messages waited there, and credits their rate for it
 link_heartbeats = Table(

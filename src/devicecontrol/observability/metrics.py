@@ -116,6 +116,11 @@ DEVICE_MESSAGES_DROPPED = Counter(
     "forbidden_topic, unknown_command, late_result, malformed.",
     ["reason"],
 )
+DEVICE_FIELDS_DROPPED = Counter(
+    "devicecontrol_device_fields_dropped",
+    "Field names left out of stored readings: past their controller's limit of distinct "
+    "field names (the rest of each reading is stored).",
+)
 DEVICE_INGEST_QUEUED = Gauge(
     "devicecontrol_device_ingest_queued",
     "Device messages accepted and waiting for the database (unacknowledged).",

@@ -31,6 +31,7 @@ from devicecontrol.database.engine import Writer
 from devicecontrol.devices import repository
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.devices.identity import DeviceIdentity
+from devicecontrol.devices.link.field_budget import FieldBudget
 from devicecontrol.devices.link.limits import drop
 from devicecontrol.devices.link.outage import Outage
 from devicecontrol.devices.link.outbox import RoundTrips
@@ -70,6 +71,7 @@ class Arrival(Generic[Content]):
     arrived_at: datetime
     stored: asyncio.Future[None]
     redelivery: bool  # the PUBLISH's DUP flag: it may have been stored before a crash
+    names: tuple[str, ...] = ()  # a reading's field names (field_budget.py)
 
 
 class Ingest:
@@ -95,6 +97,7 @@ class Ingest:
         self._presence_written.set()
         # the events' newest position, announced in the background once committed
         self._announcer: events_log.Announcer | None = None
+        self._field_budget = FieldBudget()
 
     async def room(self) -> None:
         """Return once the queue can take a message (the broker waits before a read)."""
@@ -121,9 +124,11 @@ class Ingest:
         try:
             match kind:
                 case MessageKind.STATE:
-                    reading = readings.storable_reading(payload).decode("utf-8")
+                    reading, names = readings.storable_reading(payload)
                     at = arrived_at or arrival_time()
-                    self._readings.append(Arrival(device, reading, at, stored, redelivery))
+                    self._readings.append(
+                        Arrival(device, reading.decode("utf-8"), at, stored, redelivery, names)
+                    )
                     self._arrived_reading.set()
                 case MessageKind.RESULT:
                     result = readings.parse_object(payload)
@@ -226,6 +231,7 @@ class Ingest:
         """The readings at the head (up to BATCH) in one transaction."""
         group = [self._readings[i] for i in range(min(BATCH, len(self._readings)))]
         async with self.runtime.database.write() as connection:
+            remember_fields = await self._field_budget.apply(connection, group)
             kept = await _without_stored_redeliveries(connection, group)
             newest = None
             if kept:
@@ -234,6 +240,7 @@ class Ingest:
                     [ArrivedReading(a.device.controller_id, a.content, a.arrived_at) for a in kept],
                 )
                 newest = await events_log.append(connection, [_reading_event(a) for a in kept])
+        remember_fields()
         for _ in group:  # committed: acknowledged, in arrival order
             self._acknowledge(self._readings.popleft())
         self._announce(newest)

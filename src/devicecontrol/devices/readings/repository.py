@@ -25,7 +25,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from devicecontrol.database.engine import LongReader, Reader, Writer
-from devicecontrol.database.tables import controllers, latest_readings, readings
+from devicecontrol.database.tables import (
+    controllers,
+    latest_readings,
+    reading_fields,
+    readings,
+)
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT, seen_not_after
 
 
@@ -227,3 +232,23 @@ async def readings_in_order(
         .limit(limit)
     )
     return await connection.execute_long(query)
+
+
+async def field_names_of(connection: Writer, controller_ids: Sequence[int]) -> dict[int, set[str]]:
+    """The field names each controller has been let report (``reading_fields``)."""
+    query = select(reading_fields.c.controller_id, reading_fields.c.name).where(
+        reading_fields.c.controller_id.in_(controller_ids)
+    )
+    known: dict[int, set[str]] = {controller_id: set() for controller_id in controller_ids}
+    for row in await connection.execute(query):
+        known[row.controller_id].add(row.name)
+    return known
+
+
+async def add_field_names(connection: Writer, names: Sequence[tuple[int, str]]) -> None:
+    """Let each (controller, name) be reported; one another link added meanwhile stays."""
+    if not names:
+        return
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    rows = [{"controller_id": controller_id, "name": name} for controller_id, name in names]
+    await connection.execute(dialect_insert(reading_fields).on_conflict_do_nothing(), rows)

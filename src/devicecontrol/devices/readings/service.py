@@ -7,7 +7,7 @@ new owner never sees what the previous one's device reported.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from sqlalchemy import Row
@@ -65,14 +65,22 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def storable_reading(payload: bytes) -> bytes:
+class Storable(NamedTuple):
+    """A ``state`` payload as it is stored, and its field names."""
+
+    payload: bytes
+    names: tuple[str, ...]
+
+
+def storable_reading(payload: bytes) -> Storable:
     """What a ``state`` payload is stored as: its object without the keys that begin with
     ``_`` (HAL reserves them: a device's ``_links`` would pass into the bodies), or
     ``RejectedPayload`` when it is dropped."""
     value = parse_object(payload)
     if not any(key.startswith("_") for key in value):
-        return payload
-    return _encode({k: v for k, v in value.items() if not k.startswith("_")})
+        return Storable(payload, tuple(value))
+    kept = {k: v for k, v in value.items() if not k.startswith("_")}
+    return Storable(_encode(kept), tuple(kept))
 
 
 def shown_reading(payload: str, created_at: datetime) -> dict[str, Any]:
