@@ -1,5 +1,6 @@
 """What geofences and schedules (contract §12) share: their command fields, 0/1 flags, ids,
-and the owner's controller as it stands inside the transaction that fires a command.
+how many a controller may have, and the owner's controller as it stands inside the
+transaction that fires a command.
 
 Both store a command (name and fields) checked against the controller type's catalogue
 when written, and make it later as an ordinary command (``devices/commands/service.py``).
@@ -8,6 +9,7 @@ when written, and make it later as an ordinary command (``devices/commands/servi
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -19,7 +21,7 @@ from devicecontrol.database.tables import controllers, users
 from devicecontrol.devices.catalogue import checked_params
 from devicecontrol.devices.commands.service import OwnedDevice
 from devicecontrol.devices.repository import ACTIVE_ASSIGNMENT
-from devicecontrol.errors import FieldError, InvalidField, InvalidFields
+from devicecontrol.errors import Conflict, FieldError, InvalidField, InvalidFields
 from devicecontrol.http.fields import field_value
 
 MAX_FIELDS_TEXT = 4096  # a command's fields as JSON text, as a device's payload is bounded
@@ -27,6 +29,9 @@ _ID = re.compile(r"[1-9][0-9]{0,9}")  # ASCII digits, no leading zero
 MAX_ID = 2**31 - 1  # the id columns are INTEGER: 32 bits on PostgreSQL
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
+# the most automations of each kind one controller may have (API.md): each firing is a
+# command and a transaction, and a page lists them all
+MOST_PER_CONTROLLER = {"schedules": 50, "geofences": 20}
 
 
 def parse_id(text: str) -> int | None:
@@ -130,3 +135,24 @@ async def owned_device_now(
     if row is None or row.assignment_id is None:
         return None
     return OwnedDevice(row.id, row.assignment_id, row.type, bool(row.online), row.serial_number)
+
+
+async def make_room(
+    connection: Writer,
+    device: OwnedDevice,
+    kind: str,
+    count: Callable[[Writer, int], Awaitable[int]],
+) -> None:
+    """Before a new automation of ``kind`` is written: hold the controller (on PostgreSQL a
+    concurrent create waits, so two cannot both take the last place; SQLite writes one at
+    a time) and refuse one past the kind's limit (409). ``count``: how many it has."""
+    held = select(controllers.c.id).where(controllers.c.id == device.controller_id)
+    if connection.dialect.name == "postgresql":
+        held = held.with_for_update()
+    await connection.execute(held)
+    most = MOST_PER_CONTROLLER[kind]
+    if await count(connection, device.controller_id) >= most:
+        raise Conflict(
+            f"controller {device.serial_number} has {most} {kind}, the most it may have; "
+            "delete one first"
+        )

@@ -292,3 +292,18 @@ async def test_a_crossing_racing_a_hand_over_leaves_no_command_of_the_old_owner(
         assert not [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, NotFound)]
     statuses = [c.status for c in await command_rows(runtime, "PLUG1")]
     assert "queued" not in statuses, statuses
+
+
+async def test_a_controller_has_at_most_20_geofences_and_a_deleted_one_makes_room(
+    client, ana, runtime
+):
+    await make_controller(runtime, "PLUG2", owner=ANA, type="smart_plug")
+    fences = [await make_fence(client, ana) for _ in range(20)]
+    response = await client.post(GEOFENCES, json=PLUG_FENCE, headers=ana)
+    assert_problem(response, 409)
+    assert "20 geofences" in response.json()["detail"]
+    listed = await client.get(GEOFENCES, params={"page_size": 100}, headers=ana)
+    assert listed.json()["total"] == 20  # nothing written
+    await make_fence(client, ana, controller_id="PLUG2")  # another controller has its own
+    await client.delete(f"{GEOFENCES}/{fences[0]['id']}", headers=ana)
+    await make_fence(client, ana)

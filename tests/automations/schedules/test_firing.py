@@ -253,3 +253,21 @@ async def _user_id(runtime: Runtime, email: str) -> int:
         found = await find_active_user_id(connection, username_key(email))
     assert found is not None
     return found
+
+
+async def test_firings_skipped_for_one_reason_are_logged_once_then_counted(runtime, ana, caplog):
+    """Five firings late at once: one line for the first, one for the other four once a
+    pass skips none; the metric counts all five."""
+    with clock_at(2026, 11, 23, 6) as clock, caplog.at_level(logging.INFO, "devicecontrol"):
+        for _ in range(5):
+            await make_schedule(runtime, ana, from_time="07:00", time_zone="UTC")
+        skipped = skips("late")
+        clock.advance(86400)  # 06:00 the next day: yesterday's 07:00 is a day late
+        outcomes = [f.outcome for f in await runner.fire_due(runtime)]
+        assert outcomes == [runner.LATE] * 5
+        assert skips("late") == skipped + 5
+        clock.advance(1)
+        assert await runner.fire_due(runtime) == []
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "(late)" in lines[0] and lines[1] == "4 more schedule firings were skipped (late)"

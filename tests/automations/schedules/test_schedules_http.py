@@ -160,3 +160,19 @@ async def test_delete_answers_the_schedule_and_it_is_gone(client, ana):
     response = await client.delete(path, headers=ana)
     assert response.status_code == 200 and response.json()["schedule"] == schedule
     assert_problem(await client.get(path, headers=ana), 404)
+
+
+async def test_a_controller_has_at_most_50_schedules_and_a_deleted_one_makes_room(
+    client, ana, runtime
+):
+    await make_controller(runtime, "PLUG2", owner=ANA, type="smart_plug")
+    made = [await make(client, ana) for _ in range(50)]
+    response = await client.post(SCHEDULES, json=BODY, headers=ana)
+    assert_problem(response, 409)
+    assert "50 schedules" in response.json()["detail"]
+    listed = await client.get(f"{SCHEDULES}/PLUG1", params={"page_size": 100}, headers=ana)
+    assert listed.json()["total"] == 50  # nothing written
+    await make(client, ana, controller_id="PLUG2")  # another controller has its own
+    deleted = await client.delete(f"{SCHEDULES}/PLUG1/{made[0]['id']}", headers=ana)
+    assert deleted.status_code == 200, deleted.text
+    await make(client, ana)

@@ -95,3 +95,13 @@ async def move_inside(connection: Writer, geofence_id: int, *, was: bool | None,
         update(geofences).where(geofences.c.id == geofence_id, stored).values(inside=now)
     )
     return result.rowcount == 1
+
+
+async def count_of_controller(connection: Reader, controller_id: int) -> int:
+    """How many geofences the controller has, whoever made them."""
+    query = (
+        select(func.count())
+        .select_from(geofences)
+        .where(geofences.c.controller_id == controller_id)
+    )
+    return int((await connection.execute(query)).scalar_one())

@@ -97,6 +97,7 @@ async def create_geofence(runtime: Runtime, user_id: int, body: dict[str, Any]) 
     device = await devices.device_named_in(runtime, user_id, body, "controller_id")
     values = _values(device.type, body)
     async with runtime.database.write() as connection:
+        await automations.make_room(connection, device, "geofences", repository.count_of_controller)
         new_id = await repository.insert_geofence(
             connection,
             {

@@ -157,3 +157,13 @@ async def list_upcoming(
     total = select(func.count()).select_from(joined).where(*conditions)
     rows = list((await connection.execute(query)).all())
     return rows, (await connection.execute(total)).scalar_one()
+
+
+async def count_of_controller(connection: Reader, controller_id: int) -> int:
+    """How many schedules the controller has, whoever made them."""
+    query = (
+        select(func.count())
+        .select_from(schedules)
+        .where(schedules.c.controller_id == controller_id)
+    )
+    return int((await connection.execute(query)).scalar_one())

@@ -33,6 +33,39 @@ FIRED, LATE, TOO_MANY_COMMANDS, NOT_OWNED = "fired", "late", "too_many_commands"
 logger = logging.getLogger("devicecontrol.schedules")
 
 
+class SkipLog:
+    """Skipped firings in the log once per episode and reason: the first, then how many
+    more once a pass over the due firings skips none for that reason (a thousand schedules
+    of one minute skipped for one cause are two lines, not a thousand). The metrics count
+    each one."""
+
+    def __init__(self) -> None:
+        self._more: dict[str, int] = {}  # reason -> skipped since its first was logged
+        self._seen: set[str] = set()  # reasons skipped in the pass under way
+
+    def skipped(self, schedule_id: int, kind: str, at: datetime, reason: str) -> None:
+        self._seen.add(reason)
+        if reason in self._more:
+            self._more[reason] += 1
+            return
+        self._more[reason] = 0
+        logger.info(
+            "schedule %d: %s firing of %s skipped (%s); more skipped for the same reason are "
+            "counted and logged once they stop",
+            schedule_id, kind, at, reason,
+        )  # fmt: skip
+
+    def pass_ended(self) -> None:
+        for reason in [r for r in self._more if r not in self._seen]:
+            more = self._more.pop(reason)
+            if more:
+                logger.info("%d more schedule firings were skipped (%s)", more, reason)
+        self._seen.clear()
+
+
+_skips = SkipLog()
+
+
 @dataclass(frozen=True, slots=True)
 class Firing:
     """What became of one claimed firing: FIRED (with its command) or why it was skipped."""
@@ -98,7 +131,7 @@ async def fire_one(runtime: Runtime, row: Row[Any], now: datetime) -> Firing | N
         outcome, command = await _make_command(runtime, connection, row, device, now)
     if command is None:  # counted once the claim is committed
         SCHEDULE_SKIPS.labels(outcome).inc()
-        logger.info("schedule %d: %s firing of %s skipped (%s)", row.id, kind, at, outcome)
+        _skips.skipped(row.id, kind, at, outcome)
         return Firing(row.id, kind, outcome)
     SCHEDULE_FIRINGS.labels(kind).inc()
     await commands.announce_made(runtime, command)
@@ -114,6 +147,7 @@ async def fire_due(runtime: Runtime, now: datetime | None = None) -> list[Firing
         async with runtime.database.read() as connection:
             rows = await repository.due(connection, now, limit=DUE_BATCH)
         if not rows:
+            _skips.pass_ended()
             return done
         for row in rows:
             firing = await fire_one(runtime, row, now)

@@ -156,6 +156,7 @@ async def create_schedule(runtime: Runtime, user_id: int, body: dict[str, Any]) 
             default_zone = await _default_zone(connection, user_id)
     values = _values(device.type, body, default_zone)  # checked before the write begins
     async with runtime.database.write() as connection:
+        await automations.make_room(connection, device, "schedules", repository.count_of_controller)
         new_id = await repository.insert_schedule(
             connection,
             {
