@@ -9,7 +9,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import insert, select
 
+from devicecontrol.database.tables import controllers, geofences
 from devicecontrol.demo import data as demo
 from devicecontrol.webapp import headers as webapp_headers
 from devicecontrol.webapp.chart import chart_series
@@ -297,3 +299,38 @@ async def test_a_geofence_is_added_paused_and_deleted_with_the_apis_rules(settin
         assert shown.count("Power state off") == 2 and "Power state on" not in shown
         gone = await http.post(f"{path}/{geofence_id}/delete", headers=headers)
         assert "No geofences yet." in gone.text
+
+
+@SQLITE_ONLY
+async def test_a_controllers_page_shows_its_geofences_however_many_the_owner_has_elsewhere(
+    settings,
+):
+    """The page reads the controller's own geofences, not a first page of all the owner's
+    (500 on other controllers, written before the per-controller limit, hid a new one)."""
+    async with app_and_client(settings) as (runtime, http):
+        ana = await make_user(runtime, ANA)
+        await make_controller(runtime, "PLUG-1", owner=ANA)
+        await make_controller(runtime, "PLUG-2", owner=ANA)
+        async with runtime.database.write() as connection:
+            other = (await connection.execute(
+                select(controllers.c.id).where(controllers.c.serial_number == "PLUG-2")
+            )).scalar_one()  # fmt: skip
+            fence = {
+                "controller_id": other, "user_id": ana, "latitude": 42.0, "longitude": 23.0,
+                "radius": 200, "enter_command_name": "switch_on_off",
+                "enter_command_fields": '{"state":"on"}', "exit_command_name": "switch_on_off",
+                "exit_command_fields": '{"state":"off"}', "created_at": datetime(2026, 11, 1),
+                "active": True, "enter_push": False, "exit_push": False,
+            }  # fmt: skip
+            await connection.execute(insert(geofences), [fence] * 600)
+        token = await log_in(http, ANA)
+        path, headers = "/app/controllers/PLUG-1/geofences", changed_with(token)
+        form = {
+            "latitude": "42.6977", "longitude": "23.3219", "radius": "200",
+            "enter_action": "switch_on_off?state=on", "exit_action": "switch_on_off?state=off",
+        }  # fmt: skip
+        added = await http.post(path, data=form, headers=headers)
+        assert added.status_code == 200, added.text
+        geofence_id = re.search(r'data-geofence="(\d+)"', added.text).group(1)
+        page = (await http.get("/app/controllers/PLUG-1")).text
+        assert f'data-geofence="{geofence_id}"' in page and "No geofences yet." not in page

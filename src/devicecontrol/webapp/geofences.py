@@ -8,12 +8,9 @@ from typing import Any
 from sqlalchemy import Row
 
 from devicecontrol.automations.geofences import service as geofences
-from devicecontrol.database.pages import PageRequest
 from devicecontrol.errors import NotFound
 from devicecontrol.runtime import Runtime
 from devicecontrol.webapp.schedules import picked_command
-
-SHOWN = 500  # the owner's geofences read to find this controller's (the API's largest page)
 
 
 def geofence_body(serial_number: str, device_type: str, form: dict[str, str]) -> dict[str, Any]:
@@ -33,8 +30,7 @@ def geofence_body(serial_number: str, device_type: str, form: dict[str, str]) ->
 
 
 async def geofences_of(runtime: Runtime, user_id: int, serial_number: str) -> list[Row[Any]]:
-    page = await geofences.list_geofences(runtime, user_id, PageRequest(1, SHOWN))
-    return [row for row in page.rows if row.serial_number == serial_number]
+    return await geofences.controller_geofences(runtime, user_id, serial_number)
 
 
 async def geofence_of(

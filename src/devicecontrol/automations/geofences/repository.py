@@ -34,6 +34,16 @@ async def list_owned(
     return list((await connection.execute(query)).all())
 
 
+async def list_of_controller(
+    connection: Reader, user_id: int, controller_id: int
+) -> list[Row[Any]]:
+    """The user's geofences of one controller, oldest first (at most its limit)."""
+    query = _SHOWN.where(
+        geofences.c.user_id == user_id, geofences.c.controller_id == controller_id
+    ).order_by(geofences.c.id)
+    return list((await connection.execute(query)).all())
+
+
 async def list_all(
     connection: Reader, *, owner_id: int | None, serial_number: str | None, limit: int
 ) -> tuple[list[Row[Any]], int]:

@@ -55,6 +55,15 @@ async def list_geofences(runtime: Runtime, user_id: int, paging: PageRequest) ->
     return Page(rows=rows, total=total, page_count=paging.page_count(total))
 
 
+async def controller_geofences(
+    runtime: Runtime, user_id: int, serial_number: str
+) -> list[Row[Any]]:
+    """The caller's geofences of their controller (someone else's or an unknown one: 404)."""
+    device = await commands.owned_device(runtime, user_id, serial_number)
+    async with runtime.database.read() as connection:
+        return await repository.list_of_controller(connection, user_id, device.controller_id)
+
+
 async def get_geofence(runtime: Runtime, user_id: int, geofence_id: str) -> Row[Any]:
     number = automations.parse_id(geofence_id)
     if number is not None:
