@@ -9,7 +9,7 @@ from http.cookies import SimpleCookie
 
 import httpx
 
-from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.auth.sessions import COOKIE_NAME, TLS_COOKIE_NAME
 from tests.factories import PASSWORD
 
 HTMX = {"HX-Request": "true"}
@@ -34,13 +34,15 @@ def csrf_token_of(page: str) -> str:
 
 
 def session_cookie_attributes(answer: httpx.Response) -> dict[str, str | bool]:
-    """The Set-Cookie of the session, its attributes by lower-cased name."""
-    headers = [h for h in answer.headers.get_list("set-cookie") if h.startswith(COOKIE_NAME)]
+    """The Set-Cookie of the session (under either name), its attributes by lower-cased
+    name, and its ``name``."""
+    names = (COOKIE_NAME, TLS_COOKIE_NAME)
+    headers = [h for h in answer.headers.get_list("set-cookie") if h.startswith(names)]
     assert len(headers) == 1, answer.headers
     parsed = SimpleCookie()
     parsed.load(headers[0])
-    morsel = parsed[COOKIE_NAME]
-    attributes: dict[str, str | bool] = {"value": morsel.value}
+    [morsel] = parsed.values()
+    attributes: dict[str, str | bool] = {"name": morsel.key, "value": morsel.value}
     for part in headers[0].split(";")[1:]:
         name, _, value = part.strip().partition("=")
         attributes[name.lower()] = value or True

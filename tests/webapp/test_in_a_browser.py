@@ -28,7 +28,11 @@ from devicecontrol.automations.schedules import service as schedules
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.devices import identity, repository
+from devicecontrol.events import slots
+from devicecontrol.events.slots import STREAMS_PER_USER
 from devicecontrol.runtime import Runtime
+from devicecontrol.users.identity import username_key
+from devicecontrol.users.repository import find_active_user_id
 from tests.devices.link.support import SECRET, next_command
 from tests.factories import PASSWORD, make_controller, make_user
 from tests.processes import Server, run_cli, running_server
@@ -208,6 +212,37 @@ async def test_a_plug_coming_online_and_its_reading_show_live_until_tokens_revok
     assert revoked.returncode == 0, revoked.stderr
     await page.reload()
     await expect(page).to_have_url(LOGIN_PAGE)
+
+
+async def test_a_tab_past_the_accounts_stream_limit_waits_and_says_so_instead_of_reloading(
+    served, context
+):
+    """The eleventh tab: the stream is refused 429; the page says why and when it will try
+    again, and stays (a 401 used to send it through the log-in every 3 s)."""
+    user, _ = await owner_with_plug(served)
+    runtime = Runtime.from_settings(Settings(database_url=served.database_url))
+    try:
+        user_id = await make_user_id(runtime, user)
+        taken = [await slots.take(runtime, user_id) for _ in range(STREAMS_PER_USER)]
+        page = await log_in(context, served, user)
+        await expect(page.locator("#live-status")).to_have_text(
+            f"Too many live pages are open for your account; trying again in "
+            f"{slots.RETRY_AFTER_S} seconds.",
+            timeout=WAIT_MS,
+        )
+        await page.wait_for_timeout(4000)  # past the 3 s after which a refusal reloads
+        await expect(page.locator("#live-status")).to_contain_text("Too many live pages")
+        assert page.url.endswith("/app/")
+        await slots.give_back(runtime, taken)
+    finally:
+        await runtime.close()
+
+
+async def make_user_id(runtime: Runtime, username: str) -> int:
+    async with runtime.database.read() as connection:
+        user_id = await find_active_user_id(connection, username_key(username))
+    assert user_id is not None
+    return user_id
 
 
 async def test_pages_pass_axe_at_both_widths_hide_anothers_controller_and_log_out_for_good(

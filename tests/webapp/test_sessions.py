@@ -10,11 +10,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from devicecontrol.auth.sessions import COOKIE_NAME
+from devicecontrol.auth.sessions import COOKIE_NAME, TLS_COOKIE_NAME
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.database.tables import web_sessions
+from devicecontrol.events import slots
 from devicecontrol.events.opening import SessionCredential
+from devicecontrol.events.slots import STREAMS_PER_USER
 from devicecontrol.housekeeping.purge import purge
 from devicecontrol.users import service as users
 from tests.asgi import app_and_client
@@ -66,7 +68,64 @@ async def test_the_cookie_is_secure_over_tls_directly_or_through_a_trusted_proxy
     async with app_and_client(proxy) as (runtime, http):
         http.base_url = "https://testserver"
         answer = await http.post("/app/login", data=form, headers=HTMX)
-        assert session_cookie_attributes(answer)["secure"] is True
+        cookie = session_cookie_attributes(answer)
+        assert cookie["secure"] is True and cookie["name"] == TLS_COOKIE_NAME
+        assert cookie["path"] == "/" and "domain" not in cookie  # what __Host- requires
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_over_tls_only_the_host_prefixed_cookie_is_a_session(settings):
+    """A cookie under the plain name, which a neighbouring subdomain or a page over plain
+    HTTP could have planted, is no session over TLS; the __Host- one is."""
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        http.base_url = "https://testserver"
+        await log_in(http, ANA)
+        secret = http.cookies[TLS_COOKIE_NAME]
+        http.cookies.clear()
+        owned = await http.get("/app/", headers={"Cookie": f"{TLS_COOKIE_NAME}={secret}"})
+        assert owned.status_code == 200 and "Log out" in owned.text
+        planted = await http.get("/app/", headers={"Cookie": f"{COOKIE_NAME}={secret}"})
+        assert planted.status_code in (302, 303) and planted.headers["location"].startswith(
+            "/app/login"
+        )
+        stream = await http.get(
+            "/v1/controllers/events", headers={"Cookie": f"{COOKIE_NAME}={secret}"}
+        )
+        assert stream.status_code == 401
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_two_session_cookies_are_no_session_on_pages_and_streams_alike(settings):
+    async with app_and_client(settings) as (runtime, http):
+        await make_user(runtime, ANA)
+        await log_in(http, ANA)
+        secret = http.cookies[COOKIE_NAME]
+        http.cookies.clear()
+        other = "0" * len(secret)
+        for cookies in (f"{COOKIE_NAME}={secret}; {COOKIE_NAME}={other}",
+                        f"{COOKIE_NAME}={other}; {COOKIE_NAME}={secret}"):  # fmt: skip
+            page = await http.get("/app/", headers={"Cookie": cookies})
+            assert page.status_code in (302, 303), page.text
+            stream = await http.get("/v1/controllers/events", headers={"Cookie": cookies})
+            assert stream.status_code == 401
+        alone = await http.get("/app/", headers={"Cookie": f"{COOKIE_NAME}={secret}"})
+        assert alone.status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_a_cookie_stream_past_the_users_limit_is_429_with_retry_after(settings):
+    """The eleventh tab: the session's stream is refused as a bearer's is, 429, never 401
+    (which sent the page through the log-in again and again)."""
+    async with app_and_client(settings) as (runtime, http):
+        user_id = await make_user(runtime, ANA)
+        await log_in(http, ANA)
+        for _ in range(STREAMS_PER_USER):
+            await slots.take(runtime, user_id)
+        answer = await http.get("/v1/controllers/events")
+        assert answer.status_code == 429, answer.text
+        assert int(answer.headers["retry-after"]) >= 1
+        assert answer.headers["content-type"].startswith("application/problem+json")
 
 
 async def test_a_change_without_the_sessions_token_is_refused_in_words(settings):

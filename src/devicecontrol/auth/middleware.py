@@ -5,6 +5,10 @@ token endpoints (AuthController), ``GET /openapi.json`` (openapi.py), the ``/doc
 router (app.py), ``GET /asyncapi.json`` (devices/asyncapi.py) and ``GET /healthz``,
 ``/readyz``, ``/metrics`` (observability/endpoints.py).
 There are no path patterns: an opt-out is visible where the route is.
+
+A handler with ``opt={SESSION_COOKIE: True}`` (the live event streams, which a browser's
+EventSource opens with the web app's session cookie and no header) also takes that cookie
+when no ``Authorization`` header came.
 """
 
 from __future__ import annotations
@@ -12,8 +16,13 @@ from __future__ import annotations
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 
+from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import authenticate_bearer
+from devicecontrol.auth.sessions import find_session, secret_in_cookie_headers
+from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
+
+SESSION_COOKIE = "session_cookie"  # a handler's opt: the web app's session cookie will do
 
 
 class BearerTokenMiddleware(AbstractAuthenticationMiddleware):
@@ -22,5 +31,13 @@ class BearerTokenMiddleware(AbstractAuthenticationMiddleware):
         # two Authorization headers are ambiguous (which one would a proxy have checked?):
         # joined, they never form a valid credential, so the request is 401
         authorization = ", ".join(connection.headers.getall("authorization", [])) or None
+        if authorization is None and connection.route_handler.opt.get(SESSION_COOKIE):
+            over_tls = came_over_tls(connection, runtime.settings.trusted_proxies)
+            cookies = connection.headers.getall("cookie", [])
+            session = await find_session(
+                runtime, secret_in_cookie_headers(cookies, over_tls=over_tls)
+            )
+            if session is not None:
+                return AuthenticationResult(user=Caller(user_id=session.user_id), auth=session)
         caller = await authenticate_bearer(runtime, authorization)
         return AuthenticationResult(user=caller, auth=None)

@@ -18,7 +18,16 @@ from devicecontrol.clock import utcnow
 from devicecontrol.runtime import Runtime
 
 CSRF_CONTEXT = b"devicecontrol web app: proof of origin"
+# over TLS the cookie carries the ``__Host-`` prefix: the browser takes it only with
+# ``Secure``, ``Path=/`` and no ``Domain``, so a neighbouring subdomain (or a page over plain
+# HTTP) cannot plant one beside ours; over plain HTTP (a laptop) it cannot be Secure, and the
+# plain name is the development variant. A request is read under the name of its transport.
 COOKIE_NAME = "devicecontrol_session"
+TLS_COOKIE_NAME = "__Host-" + COOKIE_NAME
+
+
+def cookie_name(over_tls: bool) -> str:
+    return TLS_COOKIE_NAME if over_tls else COOKIE_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +49,16 @@ def csrf_token_of(secret: str) -> str:
     return hmac.new(secret.encode(), CSRF_CONTEXT, hashlib.sha256).hexdigest()
 
 
-def secret_in_cookie_header(cookie_header: str) -> str | None:
-    """The session's secret in a ``Cookie`` header, if there is exactly one."""
+def secret_in_cookie_headers(cookie_headers: list[str], *, over_tls: bool) -> str | None:
+    """The session's secret in a request's ``Cookie`` headers, if there is exactly one under
+    its transport's name. Two are no session, on every page and stream alike: which one a
+    browser sends first depends on paths and ages, and one of them may be planted."""
+    wanted = cookie_name(over_tls)
     found = [
         value.strip()
-        for name, _, value in (part.partition("=") for part in cookie_header.split(";"))
-        if name.strip() == COOKIE_NAME
+        for header in cookie_headers
+        for name, _, value in (part.partition("=") for part in header.split(";"))
+        if name.strip() == wanted
     ]
     return found[0] if len(found) == 1 else None
 

@@ -21,13 +21,14 @@ import re
 from datetime import datetime
 from typing import Any
 
+from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from devicecontrol.auth.repository import find_live_access_token
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import bearer_token_digest
-from devicecontrol.auth.sessions import find_session, secret_in_cookie_header
+from devicecontrol.auth.sessions import find_session, secret_in_cookie_headers
 from devicecontrol.clock import utcnow
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
@@ -41,6 +42,7 @@ from devicecontrol.events.opening import (
     position_of,
 )
 from devicecontrol.events.stream import Ended
+from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
 
 PATH = re.compile(r"(?P<prefix>/v1)?/controllers/(?:(?P<serial>[A-Za-z0-9_-]{1,64})/)?events")
@@ -87,7 +89,7 @@ class StreamLane:
             async with self.hub.opening:
                 # the credential as the middleware (or the web app) checks it, with its
                 # expiry, in one read
-                found = await self._credential(authorization, cookies)
+                found = await self._credential(scope, authorization, cookies)
                 if found is None:
                     return None
                 credential, user_id, expires_at = found
@@ -105,7 +107,7 @@ class StreamLane:
         return opened
 
     async def _credential(
-        self, authorization: list[bytes], cookies: list[bytes]
+        self, scope: Scope, authorization: list[bytes], cookies: list[bytes]
     ) -> tuple[Credential, int, datetime] | None:
         """A bearer token, else (a browser's EventSource) the web app's session cookie."""
         if authorization:
@@ -113,7 +115,9 @@ class StreamLane:
             async with self.runtime.database.read() as connection:
                 live = await find_live_access_token(connection, bearer.token_digest, utcnow())
             return None if live is None else (bearer, live.user_id, live.expires_at)
-        secret = secret_in_cookie_header(b"; ".join(cookies).decode("latin-1"))
+        over_tls = came_over_tls(ASGIConnection(scope), self.runtime.settings.trusted_proxies)
+        headers = [cookie.decode("latin-1") for cookie in cookies]
+        secret = secret_in_cookie_headers(headers, over_tls=over_tls)
         session = await find_session(self.runtime, secret)
         if session is None:
             return None

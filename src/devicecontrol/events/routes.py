@@ -13,14 +13,18 @@ from litestar.di import NamedDependency
 from litestar.params import HeaderParameter
 from litestar.response import Stream
 
+from devicecontrol.auth.middleware import SESSION_COOKIE
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import bearer_token_digest
+from devicecontrol.auth.sessions import WebSession
 from devicecontrol.controllers.schemas import SerialNumber
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
     EVENT_STREAM,
     HEADERS,
     BearerCredential,
+    Credential,
+    SessionCredential,
     event_stream,
     open_stream,
     position_of,
@@ -53,7 +57,7 @@ class EventsController(Controller):
         summary="Live events of every controller of the caller's",
         operation_class=ApiOperation,
         responses=problems(401, 429, 503),
-        opt={NO_COMPRESSION: True},
+        opt={NO_COMPRESSION: True, SESSION_COOKIE: True},
     )
     async def all_events(
         self,
@@ -69,7 +73,7 @@ class EventsController(Controller):
         summary="Live events of one controller of the caller's",
         operation_class=ApiOperation,
         responses=problems(401, 404, 429, 503),
-        opt={NO_COMPRESSION: True},
+        opt={NO_COMPRESSION: True, SESSION_COOKIE: True},
     )
     async def controller_events(
         self,
@@ -87,8 +91,13 @@ async def _answer(
     serial_number: str | None,
     last_event_id: str | None,
 ) -> Stream:
-    # the bearer token the middleware let in (one header: two are a 401 there)
-    credential = BearerCredential(bearer_token_digest(request.headers.get("authorization")))
+    # what the middleware let in: the web app's session (its cookie), or the bearer token
+    # (one header: two are a 401 there)
+    credential: Credential
+    if isinstance(request.auth, WebSession):
+        credential = SessionCredential(request.auth.secret)
+    else:
+        credential = BearerCredential(bearer_token_digest(request.headers.get("authorization")))
     hub: Hub = request.app.state.event_hub
     async with hub.opening:
         opened = await open_stream(

@@ -10,7 +10,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
-from devicecontrol.auth.sessions import COOKIE_NAME, WebSession, find_session
+from devicecontrol.auth.sessions import WebSession, find_session
 from devicecontrol.controllers import service as controllers
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.runtime import Runtime
@@ -21,6 +21,7 @@ from devicecontrol.webapp.controls import command_controls
 from devicecontrol.webapp.geofences import geofences_of
 from devicecontrol.webapp.schedules import schedule_actions, schedules_of
 from devicecontrol.webapp.shown import controller_rows, one_controller
+from devicecontrol.webapp.viewer import session_secret
 
 APP_HOME = "/app/"
 PLUG = "smart_plug"  # its energy per day is charted as bars
@@ -40,7 +41,7 @@ async def root() -> Redirect:
 
 @get("/app/login", include_in_schema=False)
 async def login_page(request: Request[Any, Any, Any], runtime: NamedDependency[Runtime]) -> Any:
-    if await find_session(runtime, request.cookies.get(COOKIE_NAME)) is not None:
+    if await find_session(runtime, session_secret(request, runtime)) is not None:
         return Redirect(APP_HOME, status_code=303)
     return page("login.html", None)
 

@@ -12,7 +12,12 @@ from litestar import Request
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 
-from devicecontrol.auth.sessions import COOKIE_NAME, WebSession, find_session
+from devicecontrol.auth.sessions import (
+    WebSession,
+    cookie_name,
+    find_session,
+    secret_in_cookie_headers,
+)
 from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
 from devicecontrol.webapp.proof import (
@@ -32,7 +37,7 @@ async def provide_viewer(
     changes = request.method not in SAFE_METHODS
     if changes:  # another site's request is refused as such, with or without a cookie
         require_same_origin(request)
-    session = await find_session(runtime, request.cookies.get(COOKIE_NAME))
+    session = await find_session(runtime, session_secret(request, runtime))
     if session is None:
         raise LoginNeeded()
     if changes:
@@ -40,14 +45,21 @@ async def provide_viewer(
     return session
 
 
+def session_secret(request: Request[Any, Any, Any], runtime: Runtime) -> str | None:
+    """The request's session secret: exactly one cookie under its transport's name."""
+    over_tls = came_over_tls(request, runtime.settings.trusted_proxies)
+    return secret_in_cookie_headers(request.headers.getall("cookie", []), over_tls=over_tls)
+
+
 def session_cookie(
     request: Request[Any, Any, Any], runtime: Runtime, session: WebSession | None
 ) -> Cookie:
     """The session's cookie (or, with None, the one that deletes it): never readable by
-    script, never sent cross-site, ``Secure`` whenever the browser reached us over TLS."""
+    script, never sent cross-site, ``Secure`` and ``__Host-`` whenever the browser reached
+    us over TLS (``auth/sessions.py``)."""
     secure = came_over_tls(request, runtime.settings.trusted_proxies)
     return Cookie(
-        key=COOKIE_NAME,
+        key=cookie_name(secure),
         value=session.secret if session else "",
         path="/",
         httponly=True,

@@ -1,9 +1,12 @@
 // The pages' live part: one EventSource on the event stream of the page's controllers
 // (the cookie session authenticates it; no token is ever in the page). The browser
-// reconnects by itself after the network drops, resuming with Last-Event-ID; a stream the
-// server refuses (the session ended) sends the page back through the log-in.
+// reconnects by itself after the network drops, resuming with Last-Event-ID. A stream the
+// server refuses is asked why: too many open for the account (429) waits as long as the
+// server says, says so, and opens again; anything else (the session ended) sends the page
+// back through the log-in.
 
 const RELOAD_AFTER_REFUSAL_MS = 3000;
+const BUSY_WAIT_S = 15;  // when a 429 names no Retry-After
 const READINGS_SHOWN = 10;  // as many as the page is drawn with
 // a command's statuses only move forward: a row never goes back to an older one
 const STATUS_RANK = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2 };
@@ -45,31 +48,50 @@ function follow(root) {
     if (className !== undefined) cell.className = className;
   };
 
-  const source = new EventSource(words.stream);
-  source.addEventListener("open", () => say(words.textConnected));
-  source.addEventListener("error", () => {
-    if (source.readyState === EventSource.CLOSED) {
-      say(words.textEnded);
-      setTimeout(() => window.location.reload(), RELOAD_AFTER_REFUSAL_MS);
-    } else {
-      say(words.textReconnecting);
+  const handlers = {};  // each event's handler, given to every stream this page opens
+  const open = (again) => {
+    const source = new EventSource(words.stream);
+    source.addEventListener("open", () => {
+      say(words.textConnected);
+      if (again) refresh();  // what happened while it waited
+    });
+    source.addEventListener("error", () => {
+      if (source.readyState === EventSource.CLOSED) refused();
+      else say(words.textReconnecting);
+    });
+    for (const [name, handle] of Object.entries(handlers)) source.addEventListener(name, handle);
+  };
+  const refused = async () => {
+    const probe = new AbortController();
+    let answer = null;
+    try {
+      answer = await fetch(words.stream, { signal: probe.signal, credentials: "same-origin" });
+    } catch (_) { answer = null; }
+    probe.abort();  // a stream that opened meanwhile is not kept
+    if (answer && answer.status === 429) {
+      const seconds = parseInt(answer.headers.get("Retry-After"), 10) || BUSY_WAIT_S;
+      say((words.textBusy || "").replace("{seconds}", String(seconds)));
+      setTimeout(() => open(true), seconds * 1000);
+      return;
     }
-  });
-  source.addEventListener("online", (event) => {
+    say(words.textEnded);
+    setTimeout(() => window.location.reload(), RELOAD_AFTER_REFUSAL_MS);
+  };
+  handlers.online = (event) => {
     const data = JSON.parse(event.data);
     const holder = holderOf(data.serial_number);
     if (!holder) { refresh(); return; }  // claimed since the page was drawn
     const online = data.online === true;
     setField(holder, "online", online ? words.textOnline : words.textOffline, online ? "on" : "off");
-  });
-  source.addEventListener("reading", (event) => {
+  };
+  handlers.reading = (event) => {
     const data = JSON.parse(event.data);
     const holder = holderOf(data.serial_number);
     if (!holder) { refresh(); return; }
     setField(holder, "reading", describeReading(data.reading) || words.textNoReading);
     addReading(root, data.reading);
     chartReading(data.reading);
-  });
+  };
   // each command's newest status the stream told: rows drawn by the server (a form's
   // answer, a refresh) may arrive after a newer event, and are brought forward once swapped
   const statuses = new Map();
@@ -86,7 +108,7 @@ function follow(root) {
   document.body.addEventListener("htmx:afterSettle", () => {
     statuses.forEach((status, id) => showStatus(id, status));
   });
-  source.addEventListener("command", (event) => {
+  handlers.command = (event) => {
     const command = JSON.parse(event.data).command;
     const known = statuses.get(command.id);
     if (!known || STATUS_RANK[command.status] > STATUS_RANK[known]) {
@@ -96,13 +118,14 @@ function follow(root) {
       // made elsewhere (the API, another browser): read the rows again
       window.htmx.ajax("GET", words.commands, { target: "#command-rows", swap: "outerHTML" });
     }
-  });
-  source.addEventListener("end", (event) => {
+  };
+  handlers.end = (event) => {
     const data = JSON.parse(event.data);
     if (words.leave) { window.location.assign(words.leave); return; }
     holderOf(data.serial_number)?.remove();
-  });
-  source.addEventListener("gap", refresh);  // events were missed: read the rows again
+  };
+  handlers.gap = refresh;  // events were missed: read the rows again
+  open(false);
 }
 
 // Charts (uPlot, loaded by the pages that have one): drawn from the data the server put
