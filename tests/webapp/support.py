@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from http.cookies import SimpleCookie
 
 import httpx
@@ -52,3 +53,20 @@ def session_cookie_attributes(answer: httpx.Response) -> dict[str, str | bool]:
 def changed_with(token: str) -> dict[str, str]:
     """The headers htmx sends with a change: its own, and the session's token."""
     return {**HTMX, "X-CSRF-Token": token}
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def text_of(html: str) -> str:
+    """What a page or fragment reads as: its text without the tags (a reading's fields are
+    each in a ``<bdi>`` of their own), whitespace as written."""
+    parser = _Text()
+    parser.feed(html)
+    return "".join(parser.parts)

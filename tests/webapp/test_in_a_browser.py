@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -20,7 +21,7 @@ import httpx
 import msgspec
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from devicecontrol.auth.sessions import COOKIE_NAME
 from devicecontrol.automations.geofences import service as geofences
@@ -236,6 +237,44 @@ async def test_a_tab_past_the_accounts_stream_limit_waits_and_says_so_instead_of
         await slots.give_back(runtime, taken)
     finally:
         await runtime.close()
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: turns around what follows it, unless isolated
+HOSTILE_READING = {"note": RLO + "gnp.exe", "blob": "x" * 3000, "power": 2.5}
+
+
+async def test_device_text_turns_only_its_own_value_and_never_widens_the_page(served, context):
+    """A value with U+202E stays in a <bdi> of its own (the fields after it read as sent),
+    and a 3,000-character unbroken value wraps: the list and the controller page stay as
+    wide as the window, drawn by the server and live, at both widths."""
+    user, serial = await owner_with_plug(served)
+    page = await log_in(context, served, user)
+    row = page.locator(f'tr[data-serial="{serial}"]')
+    async with plug(served, serial) as device:
+        await expect(page.locator("#live-status")).to_have_text(
+            re.compile("^Live"), timeout=WAIT_MS
+        )
+        payload = json.dumps(HOSTILE_READING).encode()
+        await device.publish(f"devices/{serial}/state", payload, qos=1)
+        live = row.locator('[data-field="reading"]')
+        await expect(live).to_contain_text("power 2.5", timeout=WAIT_MS)
+
+    async def isolated_and_narrow(cell: Locator) -> None:
+        values = await cell.locator(".field").evaluate_all(
+            "fields => fields.map(f => [...f.querySelectorAll('bdi')].map(b => b.textContent))"
+        )
+        assert values == [["note", RLO + "gnp.exe"], ["blob", "x" * 3000], ["power", "2.5"]]
+        for size in (DESKTOP, PHONE):
+            await page.set_viewport_size(size)
+            wide = await page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= size["width"], (size, wide)
+        await page.set_viewport_size(DESKTOP)
+
+    await isolated_and_narrow(row.locator('[data-field="reading"]'))  # drawn live
+    await page.reload()
+    await isolated_and_narrow(row.locator('[data-field="reading"]'))  # drawn by the server
+    await page.goto(served.url(f"/app/controllers/{serial}"))
+    await isolated_and_narrow(page.locator('dd[data-field="reading"]'))
 
 
 async def make_user_id(runtime: Runtime, username: str) -> int:

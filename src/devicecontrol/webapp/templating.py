@@ -11,6 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template import TemplateConfig
+from markupsafe import Markup
 
 from devicecontrol.webapp.schedules import offered
 from devicecontrol.webapp.wording import words, words_or
@@ -18,22 +19,29 @@ from devicecontrol.webapp.wording import words, words_or
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def reading_text(reading: dict[str, Any] | list[Any] | None) -> str:
-    """A reading's (or a command's parameters') fields in one line (``temp 21.5 ·
-    humidity 40``), as the page's script shows a live one; "" for none."""
+def reading_html(reading: dict[str, Any] | list[Any] | None) -> Markup:
+    """A reading's (or a command's parameters') fields in one line (``temp 21.5 · humidity
+    40``), as the page's script shows a live one: each name and each value in a ``<bdi>``
+    of its own, so that a device's right-to-left override (U+202E) or other bidirectional
+    text turns only its own value around, never the fields after it (escaped, as
+    everything is)."""
     if not isinstance(reading, dict):
-        return ""
-    return " · ".join(f"{name} {value}" for name, value in reading.items() if name != "created")
+        return Markup("")
+    return Markup(" · ").join(
+        Markup('<span class="field"><bdi>{}</bdi> <bdi>{}</bdi></span>').format(name, value)
+        for name, value in reading.items()
+        if name != "created"
+    )
+
+
+def fields_html(stored: str | None) -> Markup:
+    """A command's fields as a schedule stores them (JSON text), as ``reading_html``."""
+    return reading_html(json.loads(stored)) if stored else Markup("")
 
 
 def moment_text(moment: datetime | None) -> str:
     """A UTC time to the second, as the API's bodies write it (without the zone's letter)."""
     return "" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def fields_text(stored: str | None) -> str:
-    """A command's fields as a schedule stores them (JSON text), in one line."""
-    return reading_text(json.loads(stored)) if stored else ""
 
 
 def days_text(days: str) -> str:
@@ -51,8 +59,8 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     environment.globals["t"] = words
     environment.globals["t_or"] = words_or
     environment.globals["offered"] = offered
-    environment.filters["reading_text"] = reading_text
+    environment.filters["reading_html"] = reading_html
+    environment.filters["fields_html"] = fields_html
     environment.filters["moment_text"] = moment_text
-    environment.filters["fields_text"] = fields_text
     environment.filters["days_text"] = days_text
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))

@@ -11,11 +11,22 @@ const READINGS_SHOWN = 10;  // as many as the page is drawn with
 // a command's statuses only move forward: a row never goes back to an older one
 const STATUS_RANK = { queued: 0, sent: 1, succeeded: 2, failed: 2, expired: 2 };
 
+// a reading's fields as the server draws them (templating.reading_html): each name and
+// value in a <bdi> of its own, so a device's bidirectional text turns only its own value
 function describeReading(reading) {
-  return Object.entries(reading)
-    .filter(([name]) => name !== "created")
-    .map(([name, value]) => `${name} ${value}`)
-    .join(" · ");
+  const fields = document.createDocumentFragment();
+  Object.entries(reading).filter(([name]) => name !== "created").forEach(([name, value], i) => {
+    if (i > 0) fields.append(" · ");
+    const field = document.createElement("span");
+    field.className = "field";
+    const shownName = document.createElement("bdi");
+    shownName.textContent = name;
+    const shownValue = document.createElement("bdi");
+    shownValue.textContent = String(value);
+    field.append(shownName, " ", shownValue);
+    fields.append(field);
+  });
+  return fields;
 }
 
 function addReading(root, reading) {
@@ -41,10 +52,10 @@ function follow(root) {
       window.htmx.ajax("GET", words.rows, { target: "#controller-rows", swap: "outerHTML" });
     }
   };
-  const setField = (holder, field, text, className) => {
+  const setField = (holder, field, shown, className) => {  // shown: text, or nodes
     const cell = holder.querySelector(`[data-field="${field}"]`);
     if (!cell) return;
-    cell.textContent = text;
+    cell.replaceChildren(shown);
     if (className !== undefined) cell.className = className;
   };
 
@@ -88,7 +99,8 @@ function follow(root) {
     const data = JSON.parse(event.data);
     const holder = holderOf(data.serial_number);
     if (!holder) { refresh(); return; }
-    setField(holder, "reading", describeReading(data.reading) || words.textNoReading);
+    const fields = describeReading(data.reading);
+    setField(holder, "reading", fields.childNodes.length ? fields : words.textNoReading);
     addReading(root, data.reading);
     chartReading(data.reading);
   };
