@@ -66,3 +66,40 @@ def test_the_one_controller_stream_ends_with_its_controller_and_skips_what_it_op
     stream.offer(logged(4, log.lost(7, "PLUG-7", ANA, "released")))
     assert [(i, e) for i, e, _ in sent(stream)] == [(4, "end")]
     assert stream.ended == Ended.CONTROLLER_LOST
+
+
+def test_a_one_controller_replay_across_a_loss_and_return_hides_the_others_time_with_a_gap():
+    """Resumed from before the controller went to Bob and came back: no ``end`` (it is
+    Ana's again), nothing of Bob's time, a ``gap`` where it came back, and on."""
+    stream = Stream(ANA, {7}, one_controller=True)
+    stream.replaying_for = 7
+    stream.offer(logged(1, log.online(7, "PLUG-7", True)))
+    stream.offer(logged(2, log.lost(7, "PLUG-7", ANA, "owner changed")))
+    stream.offer(logged(3, log.gained(7, "PLUG-7", BOB, True)))
+    stream.offer(logged(4, log.online(7, "PLUG-7", False)))  # Bob's time: not hers
+    stream.offer(logged(5, log.lost(7, "PLUG-7", BOB, "owner changed")))
+    stream.offer(logged(6, log.gained(7, "PLUG-7", ANA, False)))
+    stream.offer(logged(7, log.online(7, "PLUG-7", True)))
+    assert sent(stream) == [
+        (1, "online", {"serial_number": "PLUG-7", "online": True}),
+        (6, "gap", {"serial_number": None}),
+        (6, "online", {"serial_number": "PLUG-7", "online": False}),
+        (7, "online", {"serial_number": "PLUG-7", "online": True}),
+    ]
+    assert stream.ended is None
+
+
+def test_a_one_controller_replay_from_before_the_gain_starts_with_the_gain():
+    """Resumed from before Ana had the controller: its events from her gain on, starting
+    with the gain's ``online``; nothing of before."""
+    stream = Stream(ANA, set(), one_controller=True)
+    stream.replaying_for = 7
+    stream.offer(logged(1, log.online(7, "PLUG-7", True)))  # not hers yet
+    stream.offer(logged(2, log.gained(9, "PLUG-9", ANA, True)))  # another of hers: not here
+    stream.offer(logged(3, log.gained(7, "PLUG-7", ANA, True)))
+    stream.offer(logged(4, log.online(7, "PLUG-7", False)))
+    assert sent(stream) == [
+        (3, "online", {"serial_number": "PLUG-7", "online": True}),
+        (4, "online", {"serial_number": "PLUG-7", "online": False}),
+    ]
+    assert stream.ended is None

@@ -190,9 +190,11 @@ async def _open(
             before = await owned_before(runtime, stream.user_id, owned_now, resume_after, position)
             if stream.one_controller:  # only its own controller, if it was theirs then
                 before &= owned_now
+                stream.replaying_for = next(iter(owned_now))
             stream.controllers = before
             await catch_up(runtime, stream, resume_after, position)
             stream.controllers = owned_now
+            stream.replaying_for = None
         else:
             stream.gap(position)
     stream.opening(position, state)

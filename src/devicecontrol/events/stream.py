@@ -4,8 +4,12 @@ and why it ended.
 Every event, live or read back on a resume, goes through ``offer``, which applies the
 stream's rules in log order: a controller's events while the stream's user owns it, ``end``
 when they lose it (a one-controller stream then ends), an ``online`` when the
-all-controllers stream gains one. What waits to be sent is bounded (MAX_WAITING): a reader
-too slow for its events has its stream closed, and resumes with ``Last-Event-ID``.
+all-controllers stream gains one. A one-controller stream replaying what its client
+missed (``replaying_for``: the controller, the caller's now) takes a loss on the way as no
+end: it hides what came while the controller was another's, and says ``gap`` where it
+came back; a gain on the way starts its events with the gain's ``online``. What waits to
+be sent is bounded (MAX_WAITING): a reader too slow for its events has its stream closed,
+and resumes with ``Last-Event-ID``.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ class Stream:
         self.controllers = controllers  # the ids of those it follows now
         self.one_controller = one_controller
         self.skip_upto = 0  # events up to here are in what the stream opened with
+        # a one-controller stream's controller while it replays what its client missed
+        self.replaying_for: int | None = None
+        self._hidden = False  # in that replay, it was another's for a while
         self.ended: Ended | None = None
         self._waiting: list[Outgoing] = []  # an empty list is ten times smaller than a deque
         # set while the writer waits: a bare future and a timer, not an Event and
@@ -83,12 +90,19 @@ class Stream:
             return
         kind = event.kind
         if kind == EventKind.GAINED:
-            if event.user_id == self.user_id and not self.one_controller:
+            returning = event.controller_id == self.replaying_for
+            if event.user_id == self.user_id and (not self.one_controller or returning):
                 self.controllers.add(event.controller_id)
+                if returning and self._hidden:  # what came meanwhile was another's
+                    self._hidden = False
+                    self.gap(event.id)
                 self._put(Outgoing(event.id, EventKind.ONLINE, event.data))
         elif kind == EventKind.LOST:
             if event.user_id == self.user_id and event.controller_id in self.controllers:
                 self.controllers.discard(event.controller_id)
+                if event.controller_id == self.replaying_for:
+                    self._hidden = True  # it is back by the replay's end: no end
+                    return
                 self._put(Outgoing(event.id, "end", event.data))
                 if self.one_controller:
                     self.end(Ended.CONTROLLER_LOST)
