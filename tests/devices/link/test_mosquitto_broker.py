@@ -32,7 +32,6 @@ from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     RawDevice,
-    connection_ends,
     eventually,
     forget_dropped_connection,
     new_command,
@@ -56,7 +55,6 @@ from tests.tls import private_ca, server_certificate
 SERIAL, OTHER = "PLUG-X1", "PLUG-X2"
 SECRET = "device-secret-0123456789abcdef"
 OWNER = "ana@example.com"
-OFFLINE_WITHIN_S = 2.5  # the contract's 2 s, and the 20 ms of polling
 NOT_AUTHORIZED = "Not authorized"  # paho's name for CONNACK return code 5
 # The broker-restart test fails now and then in full runs with both cores busy, and has
 # never failed alone (about 25 runs, loaded or not): it gets one rerun, which the run's
@@ -202,44 +200,6 @@ async def test_a_wrong_secret_an_unknown_serial_and_a_borrowed_client_id_are_ref
     assert await refused(device(broker, identifier="someone-else")) == NOT_AUTHORIZED
     async with device(broker):
         pass  # the right secret works
-
-
-async def test_a_device_may_use_its_own_topics_only(broker, sqlite_url, tmp_path):
-    await provision(broker, sqlite_url, SERIAL, OTHER)
-    with serving(broker, sqlite_url, tmp_path / "serve") as server:
-        bearer = served_token(server, OWNER)
-        async with device(broker) as plug:
-            granted = await plug.subscribe(
-                [(f"devices/{SERIAL}/commands", 1), (f"devices/{OTHER}/commands", 1),
-                 ("devices/#", 1), (f"devices/{OTHER}/state", 1)]
-            )  # fmt: skip
-            assert [code.value for code in granted] == [1, 0x80, 0x80, 0x80]
-            # a publish elsewhere is dropped, and Mosquitto closes the connection
-            await plug.publish(f"devices/{OTHER}/state", b'{"relay_state": "forged"}', qos=1)
-            await connection_ends(plug, within=2)
-        async with device(broker, OTHER) as other:
-            await other.publish(f"devices/{OTHER}/state", b'{"relay_state": "real"}', qos=1)
-            assert await eventually(lambda: fetch(server, bearer, OTHER).get("relay_state"))
-        assert fetch(server, bearer, OTHER)["relay_state"] == "real"
-
-
-# --- online -------------------------------------------------------------------------------
-
-
-async def test_online_until_the_socket_dies_and_a_take_over_keeps_the_device_online(
-    broker, sqlite_url, tmp_path
-):
-    await provision(broker, sqlite_url, SERIAL)
-    with serving(broker, sqlite_url, tmp_path / "serve"):
-        first, code = await RawDevice.connect(broker.port, SERIAL, SECRET)
-        assert code == 0
-        await eventually(lambda: online(sqlite_url))
-        second, code = await RawDevice.connect(broker.port, SERIAL, SECRET)  # takes over
-        assert code == 0 and await first.closed_by_broker(within=2)
-        await asyncio.sleep(0.5)
-        assert await online(sqlite_url)
-        second.kill()
-        await eventually(lambda: offline(sqlite_url), within=OFFLINE_WITHIN_S)
 
 
 # --- commands, rotation, restarts -----------------------------------------------------------
