@@ -54,14 +54,6 @@ POSTGRESQL_ONLY = pytest.mark.parametrize(
 
 # argon2id at the lowest cost it accepts: production cost was half the in-process time
 TEST_HASHER = passwords.TEST_ONLY_MINIMAL_HASHER
-# xdist workers for ``-n auto``: two a core. A third of the suite's time goes waiting on
-# what it starts (serve, link processes, brokers, a browser), and one worker a core left a
-# core idle that long (CPU 1.44 of 2 cores busy over a run; 9 % faster at two a core)
-WORKERS_PER_CORE = 2
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -62,6 +62,7 @@ NOT_AUTHORIZED = "Not authorized"  # paho's name for CONNACK return code 5
 # not yet found.
 FLAKY_IN_FULL_RUNS = pytest.mark.flaky(reruns=1)
 RECONNECT_S = 15  # the link's first retry is 1 s away; then the replay, on a busy machine
+OFFLINE_WITHIN_S = 2.5  # the contract's 2 s, and the 20 ms of polling (test_mosquitto_shards)
 LINK_KEEPALIVE_S = 1
 # a silent connection is given up within two keep-alives (paho's PINGREQ, then no PINGRESP);
 # then the first retry, the probe of the broker's log, and a margin for a busy machine
