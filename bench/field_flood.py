@@ -25,35 +25,19 @@ from typing import Any
 import aiomqtt
 import httpx
 import msgspec
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
-from bench.devices import print_result, quantile, serving
-from bench.fleet import Fleet, serial_number
-from bench.provision import provision
+from bench.devices import SECRET, print_result, quantile, serving
+from bench.events import fill
+from bench.fleet import serial_number
 from bench.servers import free_port
 from devicecontrol.database.engine import Database
-from devicecontrol.database.tables import controllers, reading_fields, readings
-from devicecontrol.devices.identity import device_secret_digest
+from devicecontrol.database.tables import reading_fields, readings
 
-SECRET = "bench-field-flood-secret"  # noqa: S105 (benchmark data only)
 FLOODER, BYSTANDER = 0, 100  # controller indexes: user 1's plug, user 2's controller
 RATE = 15.0  # readings a second, under the default 20
 SLOW_S = 0.1  # a read a user notices
-
-
-async def fill(database_url: str) -> dict[int, str]:
-    """The fleet with a device secret on every controller; an access token per user."""
-    provisioned = await provision(database_url, Fleet(1000))
-    database = Database(database_url)
-    try:
-        async with database.write() as connection:
-            await connection.execute(
-                update(controllers).values(device_secret_digest=device_secret_digest(SECRET))
-            )
-    finally:
-        await database.dispose()
-    return {user: held[0] for user, held in provisioned.access_tokens.items()}
 
 
 async def flood(mqtt_port: int, count: int, fields: int) -> float:
@@ -130,19 +114,19 @@ def exports(base_url: str, token: str, rounds: int) -> dict[str, Any]:
     }
 
 
-def measure(base_url: str, mqtt_port: int, tokens: dict[int, str], args: Any) -> dict[str, Any]:
+def measure(base_url: str, mqtt_port: int, tokens: list[str], args: Any) -> dict[str, Any]:
     result: dict[str, Any] = {}
     result["flood seconds"] = asyncio.run(flood(mqtt_port, args.readings, args.fields))
     time.sleep(1)  # the last batch stored
     result.update(asyncio.run(stored(args.database_url)))
-    bystander = tokens[2]
+    bystander = tokens[1]  # user 2's
     alone = read_for(base_url, bystander, args.seconds)
     done = threading.Event()
     during: list[float] = []
     reader = threading.Thread(target=lambda: during.extend(reads(base_url, bystander, done)))
     reader.start()
     try:
-        result.update(exports(base_url, tokens[1], args.rounds))
+        result.update(exports(base_url, tokens[0], args.rounds))  # user 1's
     finally:
         done.set()
         reader.join()
@@ -169,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
     with throwaway_database(args.backend, 1000, args.postgresql_url) as database_url:
         args.database_url = database_url
-        tokens = asyncio.run(fill(database_url))
+        tokens = asyncio.run(fill(database_url, 1000))  # users 1, 2, ... in order
         port, mqtt_port = free_port(), free_port()
         env = {
             **os.environ,

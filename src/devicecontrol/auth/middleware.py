@@ -18,8 +18,7 @@ from litestar.middleware import AbstractAuthenticationMiddleware, Authentication
 
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import authenticate_bearer
-from devicecontrol.auth.sessions import find_session, secret_in_cookie_headers
-from devicecontrol.http.addresses import came_over_tls
+from devicecontrol.auth.sessions import find_session, session_secret
 from devicecontrol.runtime import Runtime
 
 SESSION_COOKIE = "session_cookie"  # a handler's opt: the web app's session cookie will do
@@ -32,11 +31,7 @@ class BearerTokenMiddleware(AbstractAuthenticationMiddleware):
         # joined, they never form a valid credential, so the request is 401
         authorization = ", ".join(connection.headers.getall("authorization", [])) or None
         if authorization is None and connection.route_handler.opt.get(SESSION_COOKIE):
-            over_tls = came_over_tls(connection, runtime.settings.trusted_proxies)
-            cookies = connection.headers.getall("cookie", [])
-            session = await find_session(
-                runtime, secret_in_cookie_headers(cookies, over_tls=over_tls)
-            )
+            session = await find_session(runtime, session_secret(connection, runtime))
             if session is not None:
                 return AuthenticationResult(user=Caller(user_id=session.user_id), auth=session)
         caller = await authenticate_bearer(runtime, authorization)

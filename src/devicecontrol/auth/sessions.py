@@ -11,10 +11,14 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+
+from litestar.connection import ASGIConnection
 
 from devicecontrol.auth import tokens, web_sessions
 from devicecontrol.auth.service import authenticate_password
 from devicecontrol.clock import utcnow
+from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
 
 CSRF_CONTEXT = b"devicecontrol web app: proof of origin"
@@ -61,6 +65,13 @@ def secret_in_cookie_headers(cookie_headers: list[str], *, over_tls: bool) -> st
         if name.strip() == wanted
     ]
     return found[0] if len(found) == 1 else None
+
+
+def session_secret(connection: ASGIConnection[Any, Any, Any, Any], runtime: Runtime) -> str | None:
+    """A request's session secret, as every page and stream reads it: exactly one cookie
+    under the name of the transport the browser used (directly or through a trusted proxy)."""
+    over_tls = came_over_tls(connection, runtime.settings.trusted_proxies)
+    return secret_in_cookie_headers(connection.headers.getall("cookie", []), over_tls=over_tls)
 
 
 def is_valid_secret(secret: str | None) -> bool:

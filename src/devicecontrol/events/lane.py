@@ -28,7 +28,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from devicecontrol.auth.repository import find_live_access_token
 from devicecontrol.auth.schemas import Caller
 from devicecontrol.auth.service import bearer_token_digest
-from devicecontrol.auth.sessions import find_session, secret_in_cookie_headers
+from devicecontrol.auth.sessions import find_session, session_secret
 from devicecontrol.clock import utcnow
 from devicecontrol.events.hub import Hub
 from devicecontrol.events.opening import (
@@ -42,7 +42,6 @@ from devicecontrol.events.opening import (
     position_of,
 )
 from devicecontrol.events.stream import Ended
-from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
 
 PATH = re.compile(r"(?P<prefix>/v1)?/controllers/(?:(?P<serial>[A-Za-z0-9_-]{1,64})/)?events")
@@ -74,14 +73,11 @@ class StreamLane:
     async def _open(self, scope: Scope, matched: re.Match[str]) -> Opened | None:
         authorization: list[bytes] = []
         last_event_id: list[bytes] = []
-        cookies: list[bytes] = []
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization.append(value)
             elif name == b"last-event-id":
                 last_event_id.append(value)
-            elif name == b"cookie":
-                cookies.append(value)
         if len(authorization) > 1 or len(last_event_id) > 1:
             return None
         try:
@@ -89,7 +85,7 @@ class StreamLane:
             async with self.hub.opening:
                 # the credential as the middleware (or the web app) checks it, with its
                 # expiry, in one read
-                found = await self._credential(scope, authorization, cookies)
+                found = await self._credential(scope, authorization)
                 if found is None:
                     return None
                 credential, user_id, expires_at = found
@@ -107,7 +103,7 @@ class StreamLane:
         return opened
 
     async def _credential(
-        self, scope: Scope, authorization: list[bytes], cookies: list[bytes]
+        self, scope: Scope, authorization: list[bytes]
     ) -> tuple[Credential, int, datetime] | None:
         """A bearer token, else (a browser's EventSource) the web app's session cookie."""
         if authorization:
@@ -115,10 +111,9 @@ class StreamLane:
             async with self.runtime.database.read() as connection:
                 live = await find_live_access_token(connection, bearer.token_digest, utcnow())
             return None if live is None else (bearer, live.user_id, live.expires_at)
-        over_tls = came_over_tls(ASGIConnection(scope), self.runtime.settings.trusted_proxies)
-        headers = [cookie.decode("latin-1") for cookie in cookies]
-        secret = secret_in_cookie_headers(headers, over_tls=over_tls)
-        session = await find_session(self.runtime, secret)
+        session = await find_session(
+            self.runtime, session_secret(ASGIConnection(scope), self.runtime)
+        )
         if session is None:
             return None
         return SessionCredential(session.secret), session.user_id, session.expires_at

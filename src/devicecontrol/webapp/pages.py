@@ -10,7 +10,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect, Template
 
-from devicecontrol.auth.sessions import WebSession, find_session
+from devicecontrol.auth.sessions import WebSession, find_session, session_secret
 from devicecontrol.controllers import service as controllers
 from devicecontrol.devices.commands import service as commands
 from devicecontrol.runtime import Runtime
@@ -21,7 +21,6 @@ from devicecontrol.webapp.controls import command_controls
 from devicecontrol.webapp.geofences import geofences_of
 from devicecontrol.webapp.schedules import schedule_actions, schedules_of
 from devicecontrol.webapp.shown import controller_rows, one_controller
-from devicecontrol.webapp.viewer import session_secret
 
 APP_HOME = "/app/"
 PLUG = "smart_plug"  # its energy per day is charted as bars

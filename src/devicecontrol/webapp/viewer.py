@@ -12,12 +12,7 @@ from litestar import Request
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 
-from devicecontrol.auth.sessions import (
-    WebSession,
-    cookie_name,
-    find_session,
-    secret_in_cookie_headers,
-)
+from devicecontrol.auth.sessions import WebSession, cookie_name, find_session, session_secret
 from devicecontrol.http.addresses import came_over_tls
 from devicecontrol.runtime import Runtime
 from devicecontrol.webapp.proof import (
@@ -43,12 +38,6 @@ async def provide_viewer(
     if changes:
         require_session_proof(request, session)
     return session
-
-
-def session_secret(request: Request[Any, Any, Any], runtime: Runtime) -> str | None:
-    """The request's session secret: exactly one cookie under its transport's name."""
-    over_tls = came_over_tls(request, runtime.settings.trusted_proxies)
-    return secret_in_cookie_headers(request.headers.getall("cookie", []), over_tls=over_tls)
 
 
 def session_cookie(

@@ -197,7 +197,7 @@ class SessionClient:
     async def _answer(self, result: MQTTErrorCode, mid: int | None) -> Any:
         if result != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
             raise SessionError(paho.error_string(result))
-        answer = self._waiting.setdefault(mid, self._loop.create_future())
+        answer = self._waiting[mid] = self._loop.create_future()
         try:
             return await self._within(answer)
         finally:
@@ -213,8 +213,10 @@ class SessionClient:
         raise SessionError("the connection ended")
 
     def _answered(self, mid: int, value: object) -> None:
-        answer = self._waiting.setdefault(mid, self._loop.create_future())
-        if not answer.done():
+        """A SUBACK, UNSUBACK or PUBACK: its caller registered before paho could read it
+        (both on the loop's thread); one nobody waits for any more (timed out) is dropped."""
+        answer = self._waiting.get(mid)
+        if answer is not None and not answer.done():
             answer.set_result(value)
 
     # --- paho's callbacks (on the loop's thread, except the socket's opening) ---------------
