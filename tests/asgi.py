@@ -13,9 +13,9 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings
 from devicecontrol.runtime import Runtime
+from tests.apps import lent_app
 
 PEER_PORT = 40000
 
@@ -26,16 +26,16 @@ async def app_and_client(
 ) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
     """A new app on ``settings`` and a client of it, seen from ``peer`` (httpx's default
     address when none is named); the app's runtime, closed when the block ends."""
-    app = create_app(settings)
-    if peer is None:
-        transport = httpx.ASGITransport(app=app)
-    else:
-        transport = httpx.ASGITransport(app=app, client=(peer, PEER_PORT))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield app.state.runtime, http
-    finally:
-        await app.state.runtime.close()
+    with lent_app(settings) as app:
+        if peer is None:
+            transport = httpx.ASGITransport(app=app)
+        else:
+            transport = httpx.ASGITransport(app=app, client=(peer, PEER_PORT))
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+                yield app.state.runtime, http
+        finally:
+            await app.state.runtime.close()
 
 
 @asynccontextmanager

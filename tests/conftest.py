@@ -25,13 +25,13 @@ from argon2 import PasswordHasher
 from litestar.testing import AsyncTestClient
 from sqlalchemy.engine import make_url
 
-from devicecontrol.app import create_app
 from devicecontrol.auth import passwords
 from devicecontrol.clock import use_time_source
 from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database
 from devicecontrol.database.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
+from tests.apps import lent_app
 from tests.fake_time import FakeClock
 from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
 
@@ -326,5 +326,6 @@ async def runtime(settings: Settings) -> AsyncIterator[Runtime]:
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
     """The real app over HTTP semantics (ASGI in-process), on this test's database."""
-    async with AsyncTestClient(app=create_app(settings)) as test_client:
-        yield test_client
+    with lent_app(settings) as app:
+        async with AsyncTestClient(app=app) as test_client:
+            yield test_client

@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any
 
 from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
@@ -166,64 +168,76 @@ async def reject_encoded_slash(request: Request) -> None:
         raise NotFound("No such resource.")
 
 
-def create_app(
-    settings: Settings | None = None,
-    *,
-    hot_reads: bool = True,
-    schedule_runner: bool = False,
-    end_streams_on_stop: bool = False,
-) -> Litestar:
-    """The service on one database; the engine is disposed of at shutdown.
+class ServiceApp(Litestar):
+    """Litestar that keeps its own routing apart from what wraps it (``serve_runtime``).
 
-    ``hot_reads=False`` leaves every request to Litestar, the event streams' too: tests
-    compare the lanes.
+    Building one costs more than 100 ms (Litestar copies every handler as it registers
+    it), and nothing in it depends on the database it serves: the runtime lives in
+    ``state``, so a built app can be given another one. The suite reuses its apps so.
+    """
+
+    routing: ASGIApp
+
+
+def provide_runtime(state: State) -> Runtime:
+    runtime: Runtime = state.runtime
+    return runtime
+
+
+@contextlib.asynccontextmanager
+async def live_events(app: Litestar) -> AsyncIterator[None]:
+    hub: Hub = app.state.event_hub
+    await hub.start(end_streams_on_stop=app.state.end_streams_on_stop)
+    try:
+        yield
+    finally:
+        await hub.close()
+
+
+@contextlib.asynccontextmanager
+async def scheduled_purge(app: Litestar) -> AsyncIterator[None]:
+    runtime: Runtime = app.state.runtime
+    async with background(purge_periodically(runtime.database, runtime.settings)):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def run_schedules(app: Litestar) -> AsyncIterator[None]:
+    async with background(fire_schedules_periodically(app.state.runtime)):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def sampled_pools(app: Litestar) -> AsyncIterator[None]:
+    async with pool_sampling(app.state.runtime.database):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def background(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """``work`` runs while the block does, and is cancelled when it ends."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def close_runtime(app: Litestar) -> None:
+    runtime: Runtime = app.state.runtime
+    await runtime.close()
+
+
+def build_app(*, web_app: bool = True, schedule_runner: bool = False) -> ServiceApp:
+    """The routes, middleware and lifespan, serving no runtime until ``serve_runtime``.
+
     ``schedule_runner=True`` fires schedules in the background (schedules/runner.py), as
     every ``serve`` process does; in-process apps (tests) leave it to the tests, whose
     statement counts and logs it would otherwise join at random moments.
-    ``end_streams_on_stop=True`` (``serve``) ends the event streams at SIGTERM (hub.py).
     """
-    runtime = Runtime.from_settings(settings or load_settings())
-    logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
-
-    async def provide_runtime() -> Runtime:
-        return runtime
-
-    @contextlib.asynccontextmanager
-    async def sampled_pools(_: Litestar) -> AsyncIterator[None]:
-        async with pool_sampling(runtime.database):
-            yield
-
-    event_hub = Hub(runtime)
-
-    @contextlib.asynccontextmanager
-    async def live_events(_: Litestar) -> AsyncIterator[None]:
-        await event_hub.start(end_streams_on_stop=end_streams_on_stop)
-        try:
-            yield
-        finally:
-            await event_hub.close()
-
-    @contextlib.asynccontextmanager
-    async def scheduled_purge(_: Litestar) -> AsyncIterator[None]:
-        task = asyncio.create_task(purge_periodically(runtime.database, runtime.settings))
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    @contextlib.asynccontextmanager
-    async def run_schedules(_: Litestar) -> AsyncIterator[None]:
-        task = asyncio.create_task(fire_schedules_periodically(runtime))
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    app = Litestar(
+    app = ServiceApp(
         route_handlers=[
             # the unprefixed paths existing clients call are answered as these
             # (http/unprefixed.py): registered and documented once
@@ -232,10 +246,10 @@ def create_app(
             asyncapi_json,  # the device topics' document, beside it
             *OPERATIONAL_HANDLERS,  # /healthz, /readyz, /metrics: unprefixed, undocumented
             # the owners' pages at /app/, on a cookie session (webapp/)
-            *([webapp_router()] if settings is None or settings.web_app else []),
+            *([webapp_router()] if web_app else []),
         ],
         template_config=template_config(),
-        dependencies={"runtime": Provide(provide_runtime, use_cache=True)},
+        dependencies={"runtime": Provide(provide_runtime, sync_to_thread=False)},
         middleware=[DefineMiddleware(BearerTokenMiddleware)],
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=reject_encoded_slash,
@@ -248,15 +262,35 @@ def create_app(
             *([run_schedules] if schedule_runner else []),
             sampled_pools,
         ],
-        on_shutdown=[runtime.close],
+        on_shutdown=[close_runtime],
         # logging is set up by `serve` (observability/logs.py), not by each app
         logging_config=None,
         debug=False,
     )
-    app.state.runtime = runtime
-    app.state.event_hub = event_hub
+    app.routing = app.asgi_handler
+    return app
+
+
+def serve_runtime(
+    app: ServiceApp,
+    runtime: Runtime,
+    *,
+    hot_reads: bool = True,
+    end_streams_on_stop: bool = False,
+) -> ServiceApp:
+    """``app`` serving ``runtime`` (whatever it served before is forgotten); returns it.
+
+    ``hot_reads=False`` leaves every request to Litestar, the event streams' too: tests
+    compare the lanes.
+    ``end_streams_on_stop=True`` (``serve``) ends the event streams at SIGTERM (hub.py).
+    """
+    logging.getLogger("devicecontrol").setLevel(runtime.settings.log_level.upper())
+    event_hub = Hub(runtime)
+    app.state = State(
+        {"runtime": runtime, "event_hub": event_hub, "end_streams_on_stop": end_streams_on_stop}
+    )
     # the app's pages carry their security headers whatever answers them (webapp/headers.py)
-    handler: ASGIApp = AppHeaders(UnprefixedPaths(app.asgi_handler, API_SEGMENTS))
+    handler: ASGIApp = AppHeaders(UnprefixedPaths(app.routing, API_SEGMENTS))
     if hot_reads:  # the polled reads, without the framework's per-request work
         handler = HotReads(handler, runtime, max_body_bytes=MAX_BODY_BYTES, compression=COMPRESSION)
         # the event streams, held for minutes, in a lane of their own (events/lane.py)
@@ -266,7 +300,21 @@ def create_app(
     return app
 
 
-def create_app_from_environment() -> Litestar:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    hot_reads: bool = True,
+    schedule_runner: bool = False,
+    end_streams_on_stop: bool = False,
+) -> ServiceApp:
+    """The service on one database; the engine is disposed of at shutdown (``build_app``
+    and ``serve_runtime`` say what the switches do)."""
+    runtime = Runtime.from_settings(settings or load_settings())
+    app = build_app(web_app=runtime.settings.web_app, schedule_runner=schedule_runner)
+    return serve_runtime(app, runtime, hot_reads=hot_reads, end_streams_on_stop=end_streams_on_stop)
+
+
+def create_app_from_environment() -> ServiceApp:
     """The uvicorn factory used by ``devicecontrol serve`` (settings from the environment)."""
     logging.captureWarnings(True)  # Python's warnings, too, become lines in the log format
     # no format writes a record's thread or process: skip looking them up for every line
