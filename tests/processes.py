@@ -23,6 +23,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.one_shot import ONE_SHOT
+
 CLI_TIMEOUT_S = 60
 SERVER_START_TIMEOUT_S = 30
 DEVICECONTROL = [sys.executable, "-m", "devicecontrol"]
@@ -143,7 +145,7 @@ def _wait_until_answering(server: Server) -> None:
             )
         try:
             # any HTTP answer (a 401 here) means the app is up and routing requests
-            httpx.get(f"{server.base_url}/v1/users/me", timeout=2)
+            ONE_SHOT.get(f"{server.base_url}/v1/users/me", timeout=2)
             return
         except httpx.TransportError:
             time.sleep(0.1)

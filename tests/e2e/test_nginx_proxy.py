@@ -25,6 +25,7 @@ import pytest
 from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, Client, bearer_of, controller, log_in, provision
 from tests.nginx import Certificate, Nginx, make_self_signed_certificate, running_nginx
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, running_servers
 from tests.webapp.support import csrf_token_of
 
@@ -164,7 +165,7 @@ def test_login_list_assign_stream_and_reassign_through_nginx_over_verified_tls(
 
         # and the verification is real: trusting only the public authorities, it fails
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            httpx.get(f"{deployment.nginx.base_url}/v1/users/me", timeout=HTTP_TIMEOUT_S)
+            ONE_SHOT.get(f"{deployment.nginx.base_url}/v1/users/me", timeout=HTTP_TIMEOUT_S)
 
 
 def test_the_login_throttle_sees_the_client_address_nginx_forwards(database_url, tmp_path):
@@ -204,7 +205,7 @@ def test_nginx_refuses_big_bodies_and_moves_on_when_a_process_stops(database_url
         assert_problem(under, 400)
         # metrics are scraped from each process, never through the public proxy
         assert_problem(http.get("/metrics"), 404)
-        direct = httpx.get(f"{deployment.servers[0].base_url}/metrics", timeout=HTTP_TIMEOUT_S)
+        direct = ONE_SHOT.get(f"{deployment.servers[0].base_url}/metrics", timeout=HTTP_TIMEOUT_S)
         assert direct.status_code == 200, direct.text
 
         # a rolling restart: one process stops; nginx sends every request to the other

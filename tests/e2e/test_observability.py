@@ -22,6 +22,7 @@ from devicecontrol.controllers.identity import claim_code_digest
 from devicecontrol.database.engine import POSTGRES_WRITE_POOL, SQLITE_WRITE_POOL
 from tests.e2e.support import Client, controller, ok, provision, token_call
 from tests.observability.scrape import parse, value
+from tests.one_shot import ONE_SHOT
 from tests.processes import run_cli, running_server
 
 APP = Client("leak-check-app", "client-secret-Kq3vX9-never-logged")
@@ -245,13 +246,13 @@ def test_metrics_of_several_workers_are_summed_whichever_answers(database_url, b
     with running_server(database_url, tmp_path, "--workers", "2", env=env) as server:
         assert len(metrics_dirs(tmp)) == 1
         for _ in range(20):  # a new connection each: the kernel spreads them over the workers
-            assert httpx.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
+            assert ONE_SHOT.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
         write_pool = SQLITE_WRITE_POOL if backend == "sqlite" else POSTGRES_WRITE_POOL
         # each worker samples its pools every second: wait for both samples, not a fixed time
         deadline = time.monotonic() + 10
         while (
             value(
-                parse(httpx.get(f"{server.base_url}/metrics", timeout=10).text),
+                parse(ONE_SHOT.get(f"{server.base_url}/metrics", timeout=10).text),
                 "devicecontrol_db_pool_size",
                 pool="write",
             )
@@ -260,7 +261,7 @@ def test_metrics_of_several_workers_are_summed_whichever_answers(database_url, b
             assert time.monotonic() < deadline, "the workers' pool samples never added up"
             time.sleep(0.1)
         scrapes = [
-            parse(httpx.get(f"{server.base_url}/metrics", timeout=10).text) for _ in range(6)
+            parse(ONE_SHOT.get(f"{server.base_url}/metrics", timeout=10).text) for _ in range(6)
         ]
     for samples in scrapes:
         total = value(

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from devicecontrol.database.tables import schedules
 from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, Client, bearer_of, in_database, plugs, provision
+from tests.one_shot import ONE_SHOT
 from tests.processes import running_servers
 
 APP, PASSWORD = Client("schedule-app", "schedule-client-secret-01234"), "ana-pw-1234567"
@@ -41,7 +42,7 @@ def move_next_firing(database_url: str, schedule_id: int, to: datetime) -> None:
 
 
 def firings(base_url: str) -> float:
-    found = FIRINGS.search(httpx.get(f"{base_url}/metrics", timeout=10).text)
+    found = FIRINGS.search(ONE_SHOT.get(f"{base_url}/metrics", timeout=10).text)
     return float(found.group(1)) if found else 0.0
 
 

@@ -21,6 +21,7 @@ import httpx
 
 from devicecontrol.demo import data as demo
 from tests.e2e.support import DEMO, tokens
+from tests.one_shot import ONE_SHOT
 from tests.processes import child_environment, running_server
 
 CHECKS = (
@@ -82,7 +83,7 @@ def schemathesis_command(base_url: str, token: str, har: Path, max_examples: int
 
 def documented_operations(base_url: str) -> int:
     """The operations schemathesis tries: every documented one but the streams."""
-    document = httpx.get(f"{base_url}/openapi.json", timeout=10).json()
+    document = ONE_SHOT.get(f"{base_url}/openapi.json", timeout=10).json()
     return sum(
         len(path_item)
         for path, path_item in document["paths"].items()

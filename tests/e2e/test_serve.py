@@ -13,6 +13,7 @@ import pytest
 from devicecontrol.demo import data as demo
 from tests.conftest import POSTGRESQL_ONLY
 from tests.e2e.support import ANA, DEMO, Client, log_in, plugs, provision, token_call
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, free_port, run_cli, running_server
 
 APP = Client("e2e-app", "e2e-client-secret-0123456789")
@@ -193,6 +194,6 @@ def test_serve_without_the_device_link_serves_http_and_leaves_the_mqtt_port_alon
     env = {"DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}"}
     url = f"sqlite:///{tmp_path / 'one.db'}"
     with running_server(url, tmp_path, "--no-device-link", env=env) as server:
-        assert httpx.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
+        assert ONE_SHOT.get(f"{server.base_url}/healthz", timeout=10).status_code == 200
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", mqtt_port))  # nothing listens there

@@ -10,6 +10,7 @@ import subprocess
 import httpx
 import pytest
 
+from tests.one_shot import ONE_SHOT
 from tests.processes import free_port, run_cli, running_server
 from tests.tls import server_certificate
 
@@ -87,7 +88,7 @@ def test_the_hook_speaks_tls_with_its_certificate_and_only_tls(tmp_path):
             )
             assert answer.status_code == 200 and answer.text == "deny"
         with pytest.raises(httpx.TransportError):
-            httpx.post(f"http://{hook}/mqtt/authenticate", json={}, timeout=5)
+            ONE_SHOT.post(f"http://{hook}/mqtt/authenticate", json={}, timeout=5)
 
 
 def test_an_unusable_hook_certificate_is_one_line_and_exit_1(tmp_path):

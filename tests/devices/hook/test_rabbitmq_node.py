@@ -36,6 +36,7 @@ from tests.devices.link.support import (
     switch_command,
 )
 from tests.factories import make_client, make_controller, make_user
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, free_port, running_server
 from tests.rabbitmq import RabbitNode, private_rabbitmq_cluster
 from tests.tls import ServerCertificate, server_certificate
@@ -61,7 +62,7 @@ def client(port: int, name: str, secret: str, **options) -> aiomqtt.Client:
 
 def fetch(server: Server, bearer: str) -> dict:
     """POST /v1/provider/fetch of PLUG-2: its latest reading and ``online``."""
-    answer = httpx.post(
+    answer = ONE_SHOT.post(
         f"{server.base_url}/v1/provider/fetch",
         json={"serial_number": "PLUG-2"},
         headers={"Authorization": f"Bearer {bearer}"},
@@ -212,7 +213,7 @@ async def _the_hook_answers_for_the_cluster(
 
 def _managed(node: RabbitNode, serial: str) -> bool:
     """Whether the cluster's management API lists a connection of ``serial``'s."""
-    answer = httpx.get(
+    answer = ONE_SHOT.get(
         f"http://127.0.0.1:{node.management_port}/api/connections",
         auth=(LINK_USER, LINK_PASSWORD),
         timeout=WAIT_S,
@@ -246,7 +247,7 @@ async def _the_link_reads_the_cluster(server: Server, second: RabbitNode) -> Non
 
 def _messages_taken(server: Server) -> float:
     """The readings this serve's link took (its /metrics)."""
-    page = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    page = ONE_SHOT.get(f"{server.base_url}/metrics", timeout=10).text
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in page.splitlines()

@@ -20,7 +20,6 @@ from typing import Any
 
 import aiomqtt
 import asyncpg
-import httpx
 import msgspec
 from amqtt.adapters import StreamReaderAdapter
 from amqtt.mqtt.connack import ConnackPacket
@@ -37,6 +36,7 @@ from devicecontrol.devices.link.compose import build_link
 from devicecontrol.devices.link.core import DeviceLink
 from devicecontrol.runtime import Runtime
 from tests.factories import CLIENT_ID, CLIENT_SECRET, PASSWORD, make_controller, make_user
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server
 
 SECRET = "device-secret-0123456789abcdef"
@@ -255,7 +255,7 @@ def served_token(server: Server, owner: str) -> str:
     """A fresh access token of ``owner`` (the factories' app and password), from ``serve``."""
     form = {"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
             "username": owner, "password": PASSWORD}  # fmt: skip
-    response = httpx.post(f"{server.base_url}/v1/auth/login", json=form, timeout=10)
+    response = ONE_SHOT.post(f"{server.base_url}/v1/auth/login", json=form, timeout=10)
     assert response.status_code == 200, response.text
     return str(response.json()["auth"]["access_token"])
 
@@ -263,7 +263,7 @@ def served_token(server: Server, owner: str) -> str:
 def switch_command(server: Server, token: str, serial: str, state: str) -> str:
     """POST /v1/controllers/<serial>/commands, a plug's switch_on_off, on a connection of
     its own (any worker's); the new command's id."""
-    response = httpx.post(
+    response = ONE_SHOT.post(
         f"{server.base_url}/v1/controllers/{serial}/commands",
         json={"name": "switch_on_off", "params": {"state": state}},
         headers={"Authorization": f"Bearer {token}"},
@@ -275,7 +275,7 @@ def switch_command(server: Server, token: str, serial: str, state: str) -> str:
 
 def served_command_status(server: Server, token: str, serial: str, command_id: str) -> str:
     """GET /v1/controllers/<serial>/commands/<id>: the command's status."""
-    response = httpx.get(
+    response = ONE_SHOT.get(
         f"{server.base_url}/v1/controllers/{serial}/commands/{command_id}",
         headers={"Authorization": f"Bearer {token}"},
         timeout=10,

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-import httpx
 import msgspec
 import pytest
 from sqlalchemy import select, update
@@ -48,6 +47,7 @@ from tests.factories import (
     make_user,
 )
 from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto, dynsec_mosquitto
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, free_port, run_cli, running_server
 from tests.tcp_proxy import tcp_proxy
 from tests.tls import private_ca, server_certificate
@@ -121,7 +121,7 @@ def device(broker: DynsecMosquitto, serial: str = SERIAL, secret: str = SECRET, 
 
 def fetch(server: Server, bearer: str, serial: str = SERIAL) -> dict[str, Any]:
     """POST /v1/provider/fetch: the latest reading and ``online``."""
-    response = httpx.post(
+    response = ONE_SHOT.post(
         f"{server.base_url}/v1/provider/fetch",
         json={"serial_number": serial},
         headers={"Authorization": f"Bearer {bearer}"},

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-import httpx
 import msgspec
 from sqlalchemy import func, select
 
@@ -53,6 +52,7 @@ from tests.devices.link.test_mosquitto_broker import (
 )
 from tests.factories import make_controller
 from tests.mosquitto import SERVICE_PASSWORD, SERVICE_USER, DynsecMosquitto
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, running_server
 
 SERIALS = ("SHARE-1", "SHARE-2", "SHARE-3")
@@ -86,7 +86,7 @@ def link_serve(broker: DynsecMosquitto, database_url: str, workdir: Path, shard:
 
 def taken(server: Server) -> float:
     """The readings this serve's link took (its /metrics)."""
-    page = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    page = ONE_SHOT.get(f"{server.base_url}/metrics", timeout=10).text
     return sum(float(line.rpartition(" ")[2]) for line in page.splitlines()
                if line.startswith(TAKEN))  # fmt: skip
 

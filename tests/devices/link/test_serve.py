@@ -37,6 +37,7 @@ from tests.factories import (
     make_controller,
     make_user,
 )
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, free_port, run_cli, running_server
 
 SERIAL = "PLUG-9"
@@ -95,7 +96,7 @@ def link_processes(server: Server) -> list[int]:
 
 def samples(server: Server) -> dict[str, float]:
     """``name{labels}`` -> value, from GET /metrics."""
-    text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    text = ONE_SHOT.get(f"{server.base_url}/metrics", timeout=10).text
     values = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-import httpx
 import msgspec
 from sqlalchemy import func, select
 
@@ -33,6 +32,7 @@ from devicecontrol.runtime import Runtime
 from tests.devices.link.support import served_token
 from tests.factories import make_client, make_user
 from tests.mosquitto import DynsecMosquitto
+from tests.one_shot import ONE_SHOT
 from tests.processes import Server, free_port, run_cli, running_server
 from tests.rabbitmq import RabbitNode
 
@@ -181,7 +181,7 @@ class Fleet:
         """Whether RabbitMQ's management API lists a connection of ``serial``'s (it knows
         one from the node's next statistics): only then can the link end it."""
         assert self.rabbit is not None
-        answer = httpx.get(
+        answer = ONE_SHOT.get(
             f"{self._management_url()}/api/connections",
             auth=(LINK_USER, LINK_PASSWORD),
             timeout=DEVICE_TIMEOUT_S,
@@ -294,7 +294,7 @@ async def stored_count(fleet: Fleet, serial: str) -> int:
 
 
 def online(fleet: Fleet, token: str, serial: str) -> bool:
-    answer = httpx.get(
+    answer = ONE_SHOT.get(
         f"{fleet.api.base_url}/v1/controllers/{serial}",
         headers={"Authorization": f"Bearer {token}"},
         timeout=10,
