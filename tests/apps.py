@@ -7,8 +7,10 @@ than most tests' own work; nothing in a built app depends on the database it ser
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+from litestar.testing import AsyncTestClient
 
 from devicecontrol.app import ServiceApp, build_app, serve_runtime
 from devicecontrol.config import Settings
@@ -28,3 +30,11 @@ def lent_app(settings: Settings, *, hot_reads: bool = True) -> Iterator[ServiceA
         yield serve_runtime(app, Runtime.from_settings(settings), hot_reads=hot_reads)
     finally:
         idle.append(app)
+
+
+@asynccontextmanager
+async def lent_client(settings: Settings) -> AsyncIterator[AsyncTestClient[ServiceApp]]:
+    """Litestar's test client of a lent app on ``settings``, its lifespan run."""
+    with lent_app(settings) as app:
+        async with AsyncTestClient(app=app) as client:
+            yield client

@@ -31,7 +31,7 @@ from devicecontrol.config import Settings
 from devicecontrol.database.engine import Database
 from devicecontrol.database.migrate import upgrade_database
 from devicecontrol.runtime import Runtime
-from tests.apps import lent_app
+from tests.apps import lent_client
 from tests.fake_time import FakeClock
 from tests.pg_instance import PostgresInstance, postgres_bin_dir, private_postgresql
 
@@ -427,6 +427,5 @@ async def runtime(settings: Settings) -> AsyncIterator[Runtime]:
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
     """The real app over HTTP semantics (ASGI in-process), on this test's database."""
-    with lent_app(settings) as app:
-        async with AsyncTestClient(app=app) as test_client:
-            yield test_client
+    async with lent_client(settings) as test_client:
+        yield test_client

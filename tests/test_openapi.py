@@ -20,6 +20,7 @@ from litestar.testing import AsyncTestClient
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings
 from devicecontrol.http.openapi import served_document
+from tests.apps import lent_client
 from tests.devices.helpers import make_commands, report
 from tests.factories import (
     CLIENT_ID,
@@ -330,7 +331,7 @@ def test_device_bodies_and_parameters_are_documented(document):
 
 async def test_page_size_bounds_follow_the_configured_default_and_maximum(database_url):
     settings = Settings(database_url=database_url, default_page_size=2, max_page_size=3)
-    async with AsyncTestClient(app=create_app(settings)) as client:
+    async with lent_client(settings) as client:
         document = await fetch_document(client)
     parameters = document["paths"]["/v1/controllers"]["get"]["parameters"]
     (page_size,) = [p for p in parameters if p["name"] == "page_size"]

@@ -6,11 +6,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import update
 
-from devicecontrol.app import create_app
 from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
 from devicecontrol.database.tables import access_tokens
 from devicecontrol.users.service import disable_user, set_password
+from tests.apps import lent_client
 from tests.auth.oauth import EMAIL, account, expire_every_token, post_login
 from tests.factories import login, make_controller, make_user
 
@@ -121,7 +121,7 @@ async def test_expired_access_token_is_401_invalid_token(runtime, client):
 async def test_access_token_expires_after_the_configured_ttl(runtime, database_url, clock):
     await account(runtime)
     settings = Settings(database_url=database_url, access_token_ttl=1)
-    async with AsyncTestClient(app=create_app(settings)) as custom:
+    async with lent_client(settings) as custom:
         token = await access_token_of(custom)
         clock.advance(0.9)
         assert (await me(custom, f"Bearer {token}")).status_code == 200

@@ -9,15 +9,14 @@ from datetime import timedelta
 
 import pytest
 from argon2 import PasswordHasher, extract_parameters
-from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
-from devicecontrol.app import create_app
 from devicecontrol.auth.passwords import needs_rehash
 from devicecontrol.config import Settings
 from devicecontrol.database.tables import access_tokens, refresh_tokens, users
 from devicecontrol.users import repository as users_repository
 from devicecontrol.users.service import disable_user
+from tests.apps import lent_client
 from tests.auth.oauth import (
     EMAIL,
     TOKEN_PATTERN,
@@ -88,7 +87,7 @@ async def test_login_ignores_extra_fields_such_as_grant_type(runtime, client, fo
 async def test_login_expires_in_follows_the_configured_access_token_ttl(runtime, database_url):
     await account(runtime)
     settings = Settings(database_url=database_url, access_token_ttl=3600, refresh_token_ttl=7200)
-    async with AsyncTestClient(app=create_app(settings)) as custom:
+    async with lent_client(settings) as custom:
         auth = (await post_login(custom)).json()["auth"]
     assert auth["expires_in"] == 3600
     async with runtime.database.read() as connection:

@@ -7,10 +7,10 @@ import re
 import pytest
 from litestar.testing import AsyncTestClient
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings
 from devicecontrol.database.tables import refresh_tokens
 from devicecontrol.users.service import disable_user, set_password
+from tests.apps import lent_client
 from tests.auth.oauth import (
     EMAIL,
     TOKEN_PATTERN,
@@ -81,7 +81,7 @@ async def test_renew_does_not_rotate_the_refresh_token(runtime, client):
 async def test_renew_expires_in_follows_the_configured_access_token_ttl(runtime, database_url):
     await account(runtime)
     settings = Settings(database_url=database_url, access_token_ttl=600)
-    async with AsyncTestClient(app=create_app(settings)) as custom:
+    async with lent_client(settings) as custom:
         response = await post_renew(custom, await refresh_token_of(custom))
     assert response.json()["auth"]["expires_in"] == 600
 
@@ -122,7 +122,7 @@ async def test_expired_refresh_token_is_invalid_grant(runtime, client):
 async def test_refresh_token_expires_after_the_configured_ttl(runtime, database_url, clock):
     await account(runtime)
     settings = Settings(database_url=database_url, refresh_token_ttl=1)
-    async with AsyncTestClient(app=create_app(settings)) as custom:
+    async with lent_client(settings) as custom:
         refresh_token = await refresh_token_of(custom)
         clock.advance(0.9)
         renewed = await post_renew(custom, refresh_token)

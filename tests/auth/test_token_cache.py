@@ -15,11 +15,11 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import update
 
-from devicecontrol.app import create_app
 from devicecontrol.auth.token_cache import TokenCache
 from devicecontrol.clock import utcnow
 from devicecontrol.config import MAX_TOKEN_CACHE_MS, Settings
 from devicecontrol.database.tables import access_tokens
+from tests.apps import lent_client
 from tests.auth.oauth import account, post_login
 from tests.factories import CLIENT_ID, CLIENT_SECRET, me_status
 
@@ -29,14 +29,14 @@ SHORT_TTL_MS = 300
 @pytest.fixture
 async def cached_client(database_url) -> AsyncIterator[AsyncTestClient]:
     settings = Settings(database_url=database_url, token_cache_ms=SHORT_TTL_MS)
-    async with AsyncTestClient(app=create_app(settings)) as client:
+    async with lent_client(settings) as client:
         yield client
 
 
 @pytest.fixture
 async def uncached_client(database_url) -> AsyncIterator[AsyncTestClient]:
     settings = Settings(database_url=database_url, token_cache_ms=0)
-    async with AsyncTestClient(app=create_app(settings)) as client:
+    async with lent_client(settings) as client:
         yield client
 
 
@@ -95,7 +95,7 @@ async def test_a_cached_token_past_its_expiry_is_refused_at_once(runtime, databa
     """The token expires while its cache entry is still fresh: the entry must not outlive it."""
     await account(runtime)
     settings = Settings(database_url=database_url, token_cache_ms=MAX_TOKEN_CACHE_MS)
-    async with AsyncTestClient(app=create_app(settings)) as cached_for_a_second:
+    async with lent_client(settings) as cached_for_a_second:
         token = await access_token(cached_for_a_second)
         clock.advance(0.5)  # utcnow() is second precision: now the expiry below is 0.5 s away
         async with runtime.database.write() as connection:

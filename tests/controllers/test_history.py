@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from litestar.testing import AsyncTestClient
 
-from devicecontrol.app import create_app
 from devicecontrol.clock import format_timestamp
 from devicecontrol.config import Settings
+from tests.apps import lent_client
 from tests.controllers.helpers import (
     BAD_PAGING,
     RECORD_FIELDS,
@@ -229,7 +228,7 @@ async def test_bad_page_or_page_size_is_400_naming_it(runtime, client, query, fi
 
 async def test_page_size_bounds_follow_the_configured_default_and_maximum(runtime, database_url):
     settings = Settings(database_url=database_url, default_page_size=2, max_page_size=3)
-    async with AsyncTestClient(app=create_app(settings)) as client:
+    async with lent_client(settings) as client:
         world = await four_owners_later(runtime, client)
         _, ana = world["ana"]
         body = ok(await client.get(HISTORY, headers=ana))

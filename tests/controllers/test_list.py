@@ -6,10 +6,9 @@ import dataclasses
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from litestar.testing import AsyncTestClient
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings
+from tests.apps import lent_client
 from tests.controllers.helpers import (
     BAD_PAGING,
     CONTROLLER_FIELDS,
@@ -221,7 +220,7 @@ async def test_list_links_leave_out_the_default_page_size(runtime, client):
 
 async def test_list_page_sizes_follow_the_configured_default_and_maximum(runtime, database_url):
     settings = Settings(database_url=database_url, default_page_size=2, max_page_size=3)
-    async with AsyncTestClient(app=create_app(settings)) as client:
+    async with lent_client(settings) as client:
         _, ana = await logged_in_user(runtime, client, ANA)
         await make_owned(runtime, 4)
         body = (await client.get("/v1/controllers", headers=ana)).json()
@@ -266,7 +265,7 @@ async def test_list_items_carry_their_latest_reading_or_an_empty_list(runtime, c
 async def test_list_reads_the_latest_readings_without_a_query_per_controller(runtime, settings):
     """The list is a hot path: its statements do not grow with the page (docs/PERFORMANCE.md)."""
     no_cache = dataclasses.replace(settings, token_cache_ms=0)  # every request checks its token
-    async with AsyncTestClient(app=create_app(no_cache)) as client:
+    async with lent_client(no_cache) as client:
         _, ana = await logged_in_user(runtime, client, ANA)
         database = client.app.state.runtime.database
         await make_controller(runtime, "MEL0", owner=ANA, type="melissa")

@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.users import service as users_service
+from tests.apps import lent_client
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -113,7 +114,7 @@ async def test_a_throttled_login_is_a_failure_with_reason_too_many_requests(
 ):
     await make_client(runtime)
     strict = replace(settings, throttle_login_per_username=ThrottleRule(1, 900))
-    async with AsyncTestClient(app=create_app(strict)) as client:
+    async with lent_client(strict) as client:
         for _ in range(2):
             await token_request(client, "login", username=ANA, password="wrong-pass-1")
     assert [line["reason"] for line in audit_lines(audit)] == ["invalid_grant", "too_many_requests"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import httpx
-from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 
-from devicecontrol.app import create_app
 from devicecontrol.config import Settings, ThrottleRule
 from devicecontrol.database import engine as db
 from devicecontrol.database.hot_pool import HOT_POOL_SIZE
+from tests.apps import lent_client
 from tests.asgi import app_and_client
 from tests.factories import (
     CLIENT_ID,
@@ -99,7 +98,7 @@ async def test_throttled_requests_are_counted_with_what_was_throttled(settings, 
     await make_client(runtime)
     await make_user(runtime)
     strict = replace(settings, throttle_login_per_username=ThrottleRule(1, 900))
-    async with AsyncTestClient(app=create_app(strict)) as client:
+    async with lent_client(strict) as client:
         before = await scrape(client)
         assert (await wrong_login(client)).status_code == 400
         assert (await wrong_login(client)).status_code == 429
