@@ -360,6 +360,14 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q * 100) - 1] if len(values) > 1 else values[0]
 
 
+def quantile_fine(values: list[float], q: float) -> float:
+    """``q`` of ``values`` to a thousandth (the nearest rank); 0 for none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 async def measure(
     base_url: str,
     mqtt_port: int,
@@ -427,6 +435,10 @@ async def measure(
         "device_messages_dropped": ", ".join(f"{k} {v:.0f}" for k, v in dropped.items()) or "0",
         "round_trip_p50_ms": quantile(round_trips, 0.5) * 1000,
         "round_trip_p99_ms": quantile(round_trips, 0.99) * 1000,
+        # a stall that comes once in a run is past the p99 of a few thousand commands
+        "round_trip_p999_ms": quantile_fine(round_trips, 0.999) * 1000,
+        "round_trip_max_ms": max(round_trips, default=0.0) * 1000,
+        "round_trips_over_50_ms": sum(1 for t in round_trips if t > 0.050),
         "delivery_p50_ms": quantile(DELIVERIES, 0.5) * 1000,
         "delivery_p99_ms": quantile(DELIVERIES, 0.99) * 1000,
         "bytes_per_idle_device": (rss_after - rss_before) / args.devices,
