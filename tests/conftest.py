@@ -184,11 +184,10 @@ class PostgresAdmin:
     def execute(self, statement: str) -> None:
         self.run(self._connection.execute(statement))
 
-    async def _drop(self, statement: str) -> None:
+    async def _drop(self, name: str) -> None:
         async with self._drop_lock:
-            name = statement.split('"')[1]
             await self.forget(name)
-            await self._dropper.execute(statement)
+            await self._dropper.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     async def _create(self, statement: str) -> None:
         async with self._create_lock:
@@ -252,9 +251,10 @@ class PostgresAdmin:
         """Run ``statement`` on the creation connection, in order, while the caller goes on."""
         return asyncio.run_coroutine_threadsafe(self._create(statement), self._loop)
 
-    def drop_later(self, statement: str) -> None:
-        """Run ``statement`` on the drop connection, in order; failures surface at close."""
-        self._drops.append(asyncio.run_coroutine_threadsafe(self._drop(statement), self._loop))
+    def drop_later(self, name: str) -> None:
+        """Drop database ``name`` on the drop connection, in order; failures surface at
+        close."""
+        self._drops.append(asyncio.run_coroutine_threadsafe(self._drop(name), self._loop))
         self._drops = [f for f in self._drops if not f.done() or f.exception() is not None]
 
     def close(self) -> None:
@@ -337,7 +337,7 @@ class DatabaseFactory:
 
     def _drop(self, name: str) -> None:
         assert self.admin is not None, "PostgreSQL statements need the session's admin"
-        self.admin.drop_later(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.admin.drop_later(name)
         self.made.remove(name)
 
     def drop_all(self) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
@@ -27,6 +25,7 @@ from devicecontrol.auth.routes import AuthController
 from devicecontrol.automations.geofences.routes import GeofencesController
 from devicecontrol.automations.schedules.routes import SchedulesController
 from devicecontrol.automations.schedules.runner import fire_schedules_periodically
+from devicecontrol.background import in_background
 from devicecontrol.collector import collect_garbage_for_a_service
 from devicecontrol.config import Settings, load_settings
 from devicecontrol.controllers.routes import ControllersController
@@ -197,13 +196,13 @@ async def live_events(app: Litestar) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def scheduled_purge(app: Litestar) -> AsyncIterator[None]:
     runtime: Runtime = app.state.runtime
-    async with background(purge_periodically(runtime.database, runtime.settings)):
+    async with in_background(purge_periodically(runtime.database, runtime.settings)):
         yield
 
 
 @contextlib.asynccontextmanager
 async def run_schedules(app: Litestar) -> AsyncIterator[None]:
-    async with background(fire_schedules_periodically(app.state.runtime)):
+    async with in_background(fire_schedules_periodically(app.state.runtime)):
         yield
 
 
@@ -211,18 +210,6 @@ async def run_schedules(app: Litestar) -> AsyncIterator[None]:
 async def sampled_pools(app: Litestar) -> AsyncIterator[None]:
     async with pool_sampling(app.state.runtime.database):
         yield
-
-
-@contextlib.asynccontextmanager
-async def background(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    """``work`` runs while the block does, and is cancelled when it ends."""
-    task = asyncio.create_task(work)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def close_runtime(app: Litestar) -> None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-# the newest migration's revision (tests/test_migrate.py checks it against the scripts)
+# the newest migration's revision (tests/test_migration_head.py checks it against the scripts)
 HEAD_REVISION = "0011"
 # any constant works; it only has to be the same in every process that migrates
 _POSTGRES_MIGRATION_LOCK = 0x64657663
@@ -36,13 +36,13 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def _upgrade(connection: Connection) -> None:
+    from alembic import command
+
     if connection.dialect.name == "postgresql":
         # several processes starting at once must not migrate concurrently
         connection.execute(
             text("SELECT pg_advisory_xact_lock(:key)"), {"key": _POSTGRES_MIGRATION_LOCK}
         )
-    from alembic import command
-
     command.upgrade(alembic_config(connection), "head")
 
 

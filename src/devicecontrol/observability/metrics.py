@@ -30,6 +30,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from devicecontrol.background import in_background
 from devicecontrol.database.engine import Database
 
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
@@ -289,13 +290,10 @@ async def pool_sampling(database: Database) -> AsyncIterator[None]:
     if MULTIPROC_DIR is None:
         yield
         return
-    task = asyncio.create_task(_sample_pools_periodically(database))
     try:
-        yield
+        async with in_background(_sample_pools_periodically(database)):
+            yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         mark_this_process_dead()
 
 
