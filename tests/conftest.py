@@ -52,6 +52,13 @@ POSTGRESQL_ONLY = pytest.mark.parametrize(
     ],
 )
 
+# a module whose every check is decided before a query reaches the database (how HTTP is
+# parsed and answered, the OpenAPI document, the published clients' wire format) runs on
+# SQLite alone: its PostgreSQL half never found what the SQLite half did not, and took a
+# minute of the run's two cores (docs/TESTING.md, "Which tests run on PostgreSQL too")
+SQLITE_ENOUGH = pytest.mark.parametrize("backend", ["sqlite"])
+SQLITE_ENOUGH_SHARED = pytest.mark.parametrize("module_database_url", ["sqlite"], indirect=True)
+
 # argon2id at the lowest cost it accepts: production cost was half the in-process time
 TEST_HASHER = passwords.TEST_ONLY_MINIMAL_HASHER
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -17,6 +18,8 @@ from tests.factories import (
     make_controller,
     make_user,
 )
+
+pytestmark = SQLITE_ENOUGH
 
 HAL = "application/hal+json"
 PROBLEM = "application/problem+json"

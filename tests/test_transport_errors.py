@@ -6,8 +6,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import logged_in_user, make_controller
 from tests.test_transport import PROBLEM, assert_problem
+
+pytestmark = SQLITE_ENOUGH
 
 JSON_TYPE = {"Content-Type": "application/json"}
 NOT_OBJECTS = [b"[]", b'[{"owner": "bob@example.com"}]', b'"text"', b"42", b"true", b"null"]

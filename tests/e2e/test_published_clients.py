@@ -29,6 +29,7 @@ import melissa
 import melissa.exceptions
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH_SHARED
 from tests.e2e.support import (
     LIBRARIES_APP,
     bearer_of,
@@ -38,6 +39,8 @@ from tests.e2e.support import (
     provision,
 )
 from tests.processes import running_server
+
+pytestmark = SQLITE_ENOUGH_SHARED
 
 OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
 OTHER, OTHER_PASSWORD = "bob@example.com", "bob-password-123"

@@ -25,6 +25,7 @@ from devicecontrol.devices.simulator import (
     run_device,
     stop_tasks,
 )
+from tests.conftest import SQLITE_ENOUGH_SHARED
 from tests.e2e.support import (
     LIBRARIES_APP,
     bearer_of,
@@ -34,6 +35,8 @@ from tests.e2e.support import (
     wait_until_reporting,
 )
 from tests.processes import free_port, running_server
+
+pytestmark = SQLITE_ENOUGH_SHARED
 
 OWNER, PASSWORD = "ana@example.com", "ana-password-123"
 MELISSA = DeviceCredentials("MEL-1", "mel-1-device-secret-0123", "melissa")

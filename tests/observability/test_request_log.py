@@ -13,7 +13,10 @@ import pytest
 
 from devicecontrol.config import Settings
 from tests.asgi import app_client
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import logged_in_user
+
+pytestmark = SQLITE_ENOUGH
 
 GENERATED_ID = re.compile(r"[0-9a-f]{32}")
 SERIAL_ROUTE = "/v1/controllers/{serial_number}"

@@ -10,6 +10,7 @@ import subprocess
 import httpx
 import pytest
 
+from tests.cli.support import run_cli_in_process
 from tests.one_shot import ONE_SHOT
 from tests.processes import free_port, run_cli, running_server
 from tests.tls import server_certificate
@@ -59,13 +60,14 @@ def test_with_the_hook_provisioning_pushes_no_account_to_the_broker(tmp_path):
         "DEVICECONTROL_BROKER_HOOK_TOKEN": TOKEN,
     }
     add = ["controllers", "add", "PLUG-1", "--mac", "AABBCCDDEEFF", "--type", "smart_plug"]
-    refused = run_cli(*add, database_url=database_url, env=nobody, cwd=tmp_path)
+    refused = run_cli_in_process(*add, database_url=database_url, env=nobody, cwd=tmp_path)
     assert refused.returncode == 1 and "broker" in refused.stderr, refused.stderr
-    added = run_cli(*add, database_url=database_url, env=hook, cwd=tmp_path)
+    added = run_cli_in_process(*add, database_url=database_url, env=hook, cwd=tmp_path)
     assert added.returncode == 0, added.stderr
     rotate = ["controllers", "rotate-secret", "PLUG-1"]
-    assert run_cli(*rotate, database_url=database_url, env=nobody, cwd=tmp_path).returncode == 1
-    rotated = run_cli(*rotate, database_url=database_url, env=hook, cwd=tmp_path)
+    unrotated = run_cli_in_process(*rotate, database_url=database_url, env=nobody, cwd=tmp_path)
+    assert unrotated.returncode == 1, unrotated.stderr
+    rotated = run_cli_in_process(*rotate, database_url=database_url, env=hook, cwd=tmp_path)
     assert rotated.returncode == 0, rotated.stderr
 
 

@@ -29,6 +29,7 @@ from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
 from devicecontrol.devices.link.mosquitto.log import NOTICE as N
 from devicecontrol.devices.link.mqtt_session.client import Message, SessionBegan
 from devicecontrol.runtime import Runtime
+from tests.cli.support import run_cli_beside_the_loop
 from tests.devices.link.support import (
     RawDevice,
     eventually,
@@ -79,7 +80,8 @@ async def database(database_url: str):
 
 
 def cli(broker: DynsecMosquitto, database_url: str, *args: str, url: str | None = None):
-    return run_cli(
+    """The command in this process (what it tells the broker is the subject, not its start)."""
+    return run_cli_beside_the_loop(
         *args, database_url=database_url, env={"DEVICECONTROL_MQTT_URL": url or broker.url}
     )
 
@@ -390,7 +392,9 @@ async def test_provisioning_fails_in_one_line_and_writes_nothing_without_the_bro
         [line] = result.stderr.splitlines()
         assert "DEVICECONTROL_MQTT_URL" in line and "service-password" not in line, line
     assert "Not authorized" in results[-1].stderr
-    listed = run_cli("controllers", "list", "--format", "csv", database_url=sqlite_url)
+    listed = run_cli_beside_the_loop(
+        "controllers", "list", "--format", "csv", database_url=sqlite_url
+    )
     assert OTHER not in listed.stdout
     async with device(broker):
         pass  # the old secret still works: the rotation was not committed anywhere
@@ -409,7 +413,9 @@ async def test_a_broker_that_refuses_an_account_fails_the_import_and_writes_noth
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert "DEVICECONTROL_MQTT_URL" in line and "was lost" in line, line
-    listed = run_cli("controllers", "list", "--format", "csv", database_url=sqlite_url)
+    listed = run_cli_beside_the_loop(
+        "controllers", "list", "--format", "csv", database_url=sqlite_url
+    )
     assert OTHER not in listed.stdout
 
 

@@ -1,18 +1,14 @@
 """The device link's composition root: settings -> broker adapter -> link. The one place
 that knows the adapters (``endpoint/``, the service's own; ``mosquitto/``, a client of
 Mosquitto; ``rabbitmq/``, an AMQP client of RabbitMQ); everything else sees them through
-``ports.py``.
+``ports.py``. Each adapter is imported when chosen: the others' libraries (an AMQP
+client, an MQTT client) cost a link's every start a tenth of a second for nothing.
 """
 
 from __future__ import annotations
 
 from devicecontrol.devices.link.core import DeviceLink
-from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
-from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
-from devicecontrol.devices.link.mosquitto.share import MosquittoShare
 from devicecontrol.devices.link.ports import Broker
-from devicecontrol.devices.link.rabbitmq.client import RabbitMQBroker
-from devicecontrol.devices.link.rabbitmq.management import ManagementApi
 from devicecontrol.runtime import Runtime
 
 __all__ = ["build_link"]
@@ -27,6 +23,9 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
 
     def make_broker(link: DeviceLink) -> Broker:
         if amqp_url is not None and listen is None:
+            from devicecontrol.devices.link.rabbitmq.client import RabbitMQBroker
+            from devicecontrol.devices.link.rabbitmq.management import ManagementApi
+
             management = settings.rabbitmq_management_url
             return RabbitMQBroker(
                 link.reports,
@@ -40,12 +39,17 @@ def build_link(runtime: Runtime, *, listen: str | None = None) -> DeviceLink:
                 ),
             )
         if mqtt_url is not None and listen is None:
+            from devicecontrol.devices.link.mosquitto.client import MosquittoBroker
+            from devicecontrol.devices.link.mosquitto.share import MosquittoShare
+
             index, count = settings.link_shard
             if index > 0:
                 return MosquittoShare(
                     link.reports, mqtt_url, shard=(index, count), ca_file=settings.mqtt_ca
                 )
             return MosquittoBroker(link.reports, mqtt_url, ca_file=settings.mqtt_ca, shards=count)
+        from devicecontrol.devices.link.endpoint.broker import DeviceEndpoint
+
         return DeviceEndpoint(link, listen or settings.mqtt_listen, settings)
 
     return DeviceLink(runtime, make_broker)

@@ -29,11 +29,12 @@ from sqlalchemy import func, select
 from devicecontrol.config import Settings
 from devicecontrol.database.tables import controllers, readings
 from devicecontrol.runtime import Runtime
+from tests.cli.support import run_cli_beside_the_loop
 from tests.devices.link.support import served_token
 from tests.factories import make_client, make_user
 from tests.mosquitto import DynsecMosquitto
 from tests.one_shot import ONE_SHOT
-from tests.processes import Server, free_port, run_cli, running_server
+from tests.processes import Server, free_port, running_server
 from tests.rabbitmq import RabbitNode
 
 SECRET = "behaviour-device-secret-0123456789"
@@ -159,7 +160,7 @@ class Fleet:
         csv_file = self.workdir / f"fleet-{serials[0]}.csv"
         csv_file.write_text("serial_number,mac,type,owner,device_secret\n" + "\n".join(rows))
         env = {"DEVICECONTROL_MQTT_URL": self.mosquitto.url} if self.mosquitto else None
-        result = run_cli(
+        result = run_cli_beside_the_loop(
             "controllers", "import", str(csv_file), database_url=self.database_url, env=env
         )
         assert result.returncode == 0, result.stderr

@@ -19,6 +19,7 @@ import aiomqtt
 import msgspec
 import pytest
 
+from tests.cli.support import run_cli_beside_the_loop
 from tests.devices.link.behaviour.conftest import KEPT
 from tests.devices.link.behaviour.fleets import (
     RATE_PER_S,
@@ -39,7 +40,6 @@ from tests.devices.link.support import (
     served_command_status,
     switch_command,
 )
-from tests.processes import run_cli
 
 WAIT_S = 15.0  # a link process started again, its backlog stored, on a busy machine
 OFFLINE_WITHIN_S = 2.5  # the contract's 2 s, and the polling
@@ -174,7 +174,7 @@ async def test_a_rotated_secret_is_refused_and_its_connection_ended(fleet: Fleet
         if fleet.kind == "rabbitmq":  # the management API knows it from its next statistics
             await eventually(lambda: fleet.managed("BEH-RS-1"), within=WAIT_S)
         env = {"DEVICECONTROL_MQTT_URL": fleet.mosquitto.url} if fleet.mosquitto else None
-        result = run_cli(
+        result = run_cli_beside_the_loop(
             "controllers", "rotate-secret", "BEH-RS-1",
             database_url=fleet.database_url, env=env,
         )  # fmt: skip
