@@ -12,7 +12,10 @@ from devicecontrol.database.tables import access_tokens
 from devicecontrol.users.service import disable_user, set_password
 from tests.apps import lent_client
 from tests.auth.oauth import EMAIL, account, expire_every_token, post_login
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import login, make_controller, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 MISSING = 'Bearer realm="devicecontrol"'
 INVALID = 'Bearer realm="devicecontrol", error="invalid_token"'

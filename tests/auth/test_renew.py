@@ -22,7 +22,10 @@ from tests.auth.oauth import (
     post_renew,
     renew_body,
 )
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import bearer, make_client, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 RENEW_FIELDS = ("client_id", "client_secret", "refresh_token")
 

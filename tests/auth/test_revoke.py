@@ -26,7 +26,10 @@ from tests.auth.oauth import (
     sha256_hex,
 )
 from tests.cli.support import snapshot
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import CLIENT_ID, CLIENT_SECRET, bearer, make_client, me_status
+
+pytestmark = SQLITE_ENOUGH
 
 REVOKE_FIELDS = ("client_id", "client_secret", "token")
 OTHER_ID, OTHER_SECRET = "other-app", "other-secret-0123456789"

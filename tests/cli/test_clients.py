@@ -9,7 +9,10 @@ import pytest
 
 from devicecontrol.database.tables import clients
 from tests.cli.support import assert_one_line_error, assert_succeeded, cli, rows, snapshot
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import login, make_client, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 
 def printed_secret(stdout: str) -> str:

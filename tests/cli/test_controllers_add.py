@@ -16,7 +16,10 @@ from tests.cli.support import (
     rows,
     snapshot,
 )
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import logged_in_user, make_controller, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 
 async def test_controllers_add_stores_every_option_and_the_owners_assignment_record(

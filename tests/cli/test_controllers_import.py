@@ -16,7 +16,10 @@ from tests.cli.support import (
     rows,
     snapshot,
 )
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import logged_in_user, make_controller, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 FULL = """\
 owner,serial_number,type,mac,name,firmware_version,brand_id,device_group,room_id,claim_code,online

@@ -14,6 +14,7 @@ from tests.cli.support import (
     rows,
     snapshot,
 )
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -23,6 +24,8 @@ from tests.factories import (
     make_client,
     make_user,
 )
+
+pytestmark = SQLITE_ENOUGH
 
 SOFIA = 727011
 

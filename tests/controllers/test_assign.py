@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import (
     RECORD_FIELDS,
     TIMESTAMP,
@@ -15,6 +16,8 @@ from tests.controllers.helpers import (
     controller_row,
 )
 from tests.factories import logged_in_user, make_controller
+
+pytestmark = SQLITE_ENOUGH
 
 ANA = "ana@example.com"
 BOB = "bob@example.com"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import CONTROLLER_FIELDS, assert_problem, stamp
 from tests.devices.helpers import MELISSA_SETTINGS, answer, make_commands, report
 from tests.factories import logged_in_user, make_controller
+
+pytestmark = SQLITE_ENOUGH
 
 ANA = "ana@example.com"
 BOB = "bob@example.com"

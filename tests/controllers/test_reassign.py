@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from devicecontrol.users.service import disable_user
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import (
     RECORD_FIELDS,
     TIMESTAMP,
@@ -16,6 +17,8 @@ from tests.controllers.helpers import (
     controller_row,
 )
 from tests.factories import logged_in_user, make_controller, make_user
+
+pytestmark = SQLITE_ENOUGH
 
 ANA = "ana@example.com"
 BOB = "bob@example.com"

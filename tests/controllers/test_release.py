@@ -14,6 +14,7 @@ from sqlalchemy import select
 from devicecontrol.clock import format_timestamp
 from devicecontrol.database.tables import controller_assignments, controllers
 from devicecontrol.runtime import Runtime
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import (
     RECORD_FIELDS,
     TIMESTAMP,
@@ -23,6 +24,8 @@ from tests.controllers.helpers import (
     controller_row,
 )
 from tests.factories import logged_in_user, make_controller
+
+pytestmark = SQLITE_ENOUGH
 
 ANA = "ana@example.com"
 BOB = "bob@example.com"

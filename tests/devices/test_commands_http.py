@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from devicecontrol.clock import utcnow
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import TIMESTAMP, assert_problem, concurrent_client
 from tests.devices.helpers import (
     ANA,
@@ -23,6 +24,8 @@ from tests.devices.helpers import (
     set_online,
 )
 from tests.factories import logged_in_user, make_controller
+
+pytestmark = SQLITE_ENOUGH
 
 COMMANDS = "/v1/controllers/{}/commands"
 COMMAND_FIELDS = {

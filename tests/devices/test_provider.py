@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.conftest import SQLITE_ENOUGH
 from tests.controllers.helpers import TIMESTAMP, assert_problem, concurrent_client
 from tests.devices.helpers import (
     ANA,
@@ -22,6 +23,8 @@ from tests.devices.helpers import (
     set_online,
 )
 from tests.factories import logged_in_user, make_controller
+
+pytestmark = SQLITE_ENOUGH
 
 SEND, FETCH = "/v1/provider/send", "/v1/provider/fetch"
 

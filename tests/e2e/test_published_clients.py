@@ -29,7 +29,7 @@ import melissa
 import melissa.exceptions
 import pytest
 
-from tests.conftest import SQLITE_ENOUGH_SHARED
+from tests.conftest import SQLITE_ENOUGH
 from tests.e2e.support import (
     LIBRARIES_APP,
     bearer_of,
@@ -40,7 +40,7 @@ from tests.e2e.support import (
 )
 from tests.processes import running_server
 
-pytestmark = SQLITE_ENOUGH_SHARED
+pytestmark = SQLITE_ENOUGH
 
 OWNER, OWNER_PASSWORD = "ana@example.com", "ana-password-123"
 OTHER, OTHER_PASSWORD = "bob@example.com", "bob-password-123"

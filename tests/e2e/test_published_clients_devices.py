@@ -25,7 +25,7 @@ from devicecontrol.devices.simulator import (
     run_device,
     stop_tasks,
 )
-from tests.conftest import SQLITE_ENOUGH_SHARED
+from tests.conftest import SQLITE_ENOUGH
 from tests.e2e.support import (
     LIBRARIES_APP,
     bearer_of,
@@ -36,7 +36,7 @@ from tests.e2e.support import (
 )
 from tests.processes import free_port, running_server
 
-pytestmark = SQLITE_ENOUGH_SHARED
+pytestmark = SQLITE_ENOUGH
 
 OWNER, PASSWORD = "ana@example.com", "ana-password-123"
 MELISSA = DeviceCredentials("MEL-1", "mel-1-device-secret-0123", "melissa")

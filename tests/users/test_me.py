@@ -11,7 +11,10 @@ from sqlalchemy import select, update
 from devicecontrol.clock import utcnow
 from devicecontrol.database.tables import countries, users
 from devicecontrol.users.service import create_user
+from tests.conftest import SQLITE_ENOUGH
 from tests.factories import PASSWORD, bearer, logged_in_user, login, make_client
+
+pytestmark = SQLITE_ENOUGH
 
 BASIC_FIELDS = {
     "user_id",

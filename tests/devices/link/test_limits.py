@@ -23,6 +23,7 @@ from devicecontrol.devices.link.endpoint.broker import MAX_UNFINISHED_QOS2
 from devicecontrol.devices.link.listener import granted_keep_alive
 from devicecontrol.devices.readings.service import MAX_PAYLOAD_DEPTH
 from devicecontrol.runtime import Runtime
+from tests.conftest import SQLITE_ENOUGH
 from tests.devices.link.support import (
     SECRET,
     RawDevice,
@@ -34,6 +35,8 @@ from tests.devices.link.support import (
     running_link,
     stored_readings,
 )
+
+pytestmark = SQLITE_ENOUGH
 
 SERIAL = "PLUG-1"
 STATE = f"devices/{SERIAL}/state"

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from devicecontrol.database.tables import latest_readings
 from devicecontrol.devices.commands import service as commands
+from tests.conftest import SQLITE_ENOUGH
 from tests.devices.link.support import (
     controller,
     device,
@@ -22,6 +23,8 @@ from tests.devices.link.support import (
     running_link,
     stored_readings,
 )
+
+pytestmark = SQLITE_ENOUGH
 
 SERIAL, OTHER = "PLUG-1", "PLUG-2"
 DROPPED = "devicecontrol_device_messages_dropped_total"
