@@ -114,9 +114,9 @@ async def append(connection: Writer, new: Sequence[NewEvent]) -> int | None:
         }
         for event in new
     ]
-    await connection.execute(insert(events), rows)
     # under the lock (or SQLite's): the newest position is this transaction's last
-    newest: int = (await connection.execute(select(func.max(events.c.id)))).scalar_one()
+    positions = await connection.execute(insert(events).returning(events.c.id), rows)
+    newest: int = max(positions.scalars())
     return newest
 
 

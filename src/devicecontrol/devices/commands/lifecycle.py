@@ -39,11 +39,12 @@ async def transition(
     *,
     now: datetime,
     values: dict[str, Any] | None = None,
-) -> bool:
+) -> Row[Any] | None:
     """Move one command to ``target`` if its stored status allows it and it has not expired.
 
     The condition is in the UPDATE itself, so of two racing changes (a result and an
-    expiry, a result and a hand-over) exactly one wins. False when the move was refused.
+    expiry, a result and a hand-over) exactly one wins. The command as it now is, or None
+    when the move was refused.
     """
     changes = {"status": target, **(values or {})}
     if target in TERMINAL and "completed_at" not in changes:
@@ -55,7 +56,7 @@ async def transition(
         values=changes,
         unexpired_at=None if target == EXPIRED else now,
     )
-    if moved:
+    if moved is not None:
         COMMAND_TRANSITIONS.labels(target).inc()
     return moved
 

@@ -75,11 +75,6 @@ async def find_command(connection: Reader, controller_id: int, public_id: str) -
     return (await connection.execute(query)).first()
 
 
-async def find_command_by_id(connection: Writer, command_id: int) -> Row[Any] | None:
-    query = select(*COMMAND_COLUMNS).where(commands.c.id == command_id)
-    return (await connection.execute(query)).first()
-
-
 async def count_commands(connection: Reader, controller_id: int, assignment_id: int) -> int:
     query = (
         select(func.count())
@@ -144,14 +139,15 @@ async def move_command(
     from_statuses: Sequence[str],
     values: dict[str, Any],
     unexpired_at: datetime | None = None,
-) -> bool:
+) -> Row[Any] | None:
     """Change a command only if its status is still one of ``from_statuses`` (and, with
-    ``unexpired_at``, it has not expired by then): concurrent changes cannot both win."""
+    ``unexpired_at``, it has not expired by then): concurrent changes cannot both win. The
+    command as it now is (for its event, without a read back), or None: not moved."""
     conditions = [commands.c.id == command_id, commands.c.status.in_(list(from_statuses))]
     if unexpired_at is not None:
         conditions.append(commands.c.expires_at > unexpired_at)
-    result = await connection.execute(update(commands).where(and_(*conditions)).values(**values))
-    return result.rowcount > 0
+    moving = update(commands).where(and_(*conditions)).values(**values)
+    return (await connection.execute(moving.returning(*COMMAND_COLUMNS))).first()
 
 
 async def expire_overdue(

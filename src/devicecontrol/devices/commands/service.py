@@ -163,11 +163,10 @@ def command_event(serial_number: str, command: Row[Any]) -> events_log.NewEvent:
     return events_log.command(command.controller_id, serial_number, shown_now)
 
 
-async def log_changed(connection: Writer, serial_number: str, command_id: int) -> None:
-    """A command's status changed in this transaction: its event, read back as it now is."""
-    command = await commands_repository.find_command_by_id(connection, command_id)
-    if command is not None:
-        await events_log.append(connection, [command_event(serial_number, command)])
+async def log_changed(connection: Writer, serial_number: str, command: Row[Any]) -> None:
+    """A command's status changed in this transaction: its event, from the command as
+    ``transition`` returned it."""
+    await events_log.append(connection, [command_event(serial_number, command)])
 
 
 async def get_command(runtime: Runtime, device: OwnedDevice, public_id: str) -> Row[Any]:
@@ -276,11 +275,12 @@ async def mark_sent(runtime: Runtime, serial_number: str, command: Row[Any]) -> 
         moved = await lifecycle.transition(
             connection, command.id, command_status.SENT, now=utcnow(), values={"sent_at": utcnow()}
         )
-        if moved:
-            await log_changed(connection, serial_number, command.id)
-    if moved:
-        await runtime.changes.announce(Change(EVENTS_LOGGED, command.controller_id, 0))
-    return moved
+        if moved is not None:
+            await log_changed(connection, serial_number, moved)
+    if moved is None:
+        return False
+    await runtime.changes.announce(Change(EVENTS_LOGGED, command.controller_id, 0))
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +320,8 @@ async def record_result(
                 "error": None if error is None else error[:500],
             },
         )
-        if moved:
-            await log_changed(connection, serial_number, command.id)
-    if not moved:
+        if moved is not None:
+            await log_changed(connection, serial_number, moved)
+    if moved is None:
         return ResultOutcome(command, "late_result")
     return ResultOutcome(command)
