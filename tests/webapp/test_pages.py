@@ -258,7 +258,6 @@ async def test_a_schedule_is_added_paused_and_deleted_with_the_apis_rules(settin
         assert again.status_code == 404 and f"No schedule {schedule_id}" in again.text
 
 
-@SQLITE_ONLY
 async def test_a_geofence_is_added_paused_and_deleted_with_the_apis_rules(settings):
     async with app_and_client(settings) as (runtime, http):
         await make_user(runtime, ANA)
