@@ -7,18 +7,19 @@ in a test on PostgreSQL too. Each worker notes the places (the first frame of
 ``src/devicecontrol`` outside ``database/`` that led to the statement) per dialect; at the
 end of a whole run with PostgreSQL the run fails, naming each place SQLite alone reached.
 
-Only statements of this process are seen (in-process tests): a ``serve`` a test starts
-runs the same repository code, which the in-process tests reach.
+Only statements of this process are seen (in-process tests): the few places that run on
+PostgreSQL only in a ``serve`` or link process a test starts are ``REACHED_IN_PROCESSES``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import greenlet
@@ -43,16 +44,26 @@ REACHED_IN_PROCESSES = {
 }
 
 
+@functools.cache
+def _site_of(code: CodeType) -> str | None:
+    """``module.py:function`` for the service's code outside ``database/``, else None
+    (asked of every frame of every statement: once per function)."""
+    path = Path(code.co_filename)
+    if path.is_relative_to(_PACKAGE) and not path.is_relative_to(_DATABASE):
+        return f"{path.relative_to(_PACKAGE)}:{code.co_name}"
+    return None
+
+
 def _call_site(frame: FrameType | None) -> str | None:
-    """``module.py:function`` of the first service frame outside ``database/``. On
-    PostgreSQL SQLAlchemy runs the statement in a greenlet of its own: the caller's frames
-    are those of the greenlet it waits in."""
+    """The site of the first service frame outside ``database/``. On PostgreSQL SQLAlchemy
+    runs the statement in a greenlet of its own: the caller's frames are those of the
+    greenlet it waits in."""
     waiting = greenlet.getcurrent()
     while True:
         while frame is not None:
-            path = Path(frame.f_code.co_filename)
-            if path.is_relative_to(_PACKAGE) and not path.is_relative_to(_DATABASE):
-                return f"{path.relative_to(_PACKAGE)}:{frame.f_code.co_name}"
+            site = _site_of(frame.f_code)
+            if site is not None:
+                return site
             frame = frame.f_back
         waiting = waiting.parent
         if waiting is None:
