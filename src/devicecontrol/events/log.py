@@ -114,9 +114,15 @@ async def append(connection: Writer, new: Sequence[NewEvent]) -> int | None:
         }
         for event in new
     ]
-    # under the lock (or SQLite's): the newest position is this transaction's last
-    positions = await connection.execute(insert(events).returning(events.c.id), rows)
-    newest: int = max(positions.scalars())
+    # under the lock (or SQLite's): the newest position is this transaction's last. One
+    # event (a command's) returns it from its INSERT; a batch (readings) is one prepared
+    # INSERT run for each row, whose RETURNING form would be a new statement per batch size
+    if len(rows) == 1:
+        return int(
+            (await connection.execute(insert(events).returning(events.c.id), rows[0])).scalar_one()
+        )
+    await connection.execute(insert(events), rows)
+    newest: int = (await connection.execute(select(func.max(events.c.id)))).scalar_one()
     return newest
 
 
