@@ -162,11 +162,13 @@ def running_server(
     *extra_args: str,
     env: Mapping[str, str] | None = None,
     device_link: bool = False,
+    open_files: int | None = None,
 ) -> Iterator[Server]:
     """``devicecontrol serve`` on a free port, answering HTTP; stopped when the block ends.
 
     Without its device link (``--no-device-link``) unless the test is about devices: the
     link is a process of its own, and its start and CPU were a large part of the suite.
+    ``open_files`` starts it under ``ulimit -n`` of that many (its children inherit it).
     """
     port = free_port()
     stdout_path, stderr_path = workdir / "serve.stdout", workdir / "serve.stderr"
@@ -180,6 +182,8 @@ def running_server(
         *([] if device_link else ["--no-device-link"]),
         *extra_args,
     ]
+    if open_files is not None:
+        command = ["sh", "-c", f'ulimit -n {open_files} && exec "$@"', "sh", *command]
     environment = child_environment(env)
     mqtt_port = int(environment["DEVICECONTROL_MQTT_LISTEN"].rpartition(":")[2])
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:

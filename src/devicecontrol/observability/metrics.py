@@ -89,6 +89,17 @@ DEVICES_CONNECTED = Gauge(
     "Devices with a live connection to the embedded MQTT broker.",
     multiprocess_mode="livesum",
 )
+DEVICE_SOCKETS_OPEN = Gauge(
+    "devicecontrol_device_sockets_open",
+    "Sockets of devices the embedded MQTT broker holds open (proved or not yet).",
+    multiprocess_mode="livesum",
+)
+DEVICE_SOCKETS_CAPACITY = Gauge(
+    "devicecontrol_device_sockets_capacity",
+    "How many device sockets the embedded MQTT broker may hold: its open files limit "
+    "less what the link keeps for itself; a device past it is refused.",
+    multiprocess_mode="livemax",
+)
 # the live events (events/): open streams, what they sent, and why they ended
 EVENT_STREAMS_OPEN = Gauge(
     "devicecontrol_event_streams_open",
@@ -134,8 +145,9 @@ DEVICE_INGEST_FAILING = Gauge(
 )
 DEVICE_CONNECTIONS_CLOSED = Counter(
     "devicecontrol_device_connections_closed",
-    "Device connections the embedded broker closed for a packet that broke a limit, by "
-    "reason: packet_too_large, malformed_packet, unfinished_qos2, no_connect.",
+    "Device connections the embedded broker closed for a packet that broke a limit, or "
+    "refused at its open files limit, by reason: packet_too_large, malformed_packet, "
+    "unfinished_qos2, no_connect, file_limit.",
     ["reason"],
 )
 COMMAND_TRANSITIONS = Counter(

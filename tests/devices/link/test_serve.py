@@ -21,6 +21,7 @@ import msgspec
 from devicecontrol.clock import utcnow
 from devicecontrol.config import Settings
 from devicecontrol.devices import identity, repository
+from devicecontrol.devices.link.endpoint.file_limit import device_capacity
 from devicecontrol.runtime import Runtime
 from tests.devices.link.support import (
     SECRET,
@@ -268,3 +269,57 @@ async def test_commands_and_results_are_pushed_between_processes_not_swept(datab
                     assert time.monotonic() - began < 10  # woken, not run out
             finally:
                 answering.cancel()
+
+
+# MQTT 3.1.1 CONNECT of client id "PLUG-9", clean session, keep-alive 60 s
+CONNECT_PACKET = bytes([0x10, 18, 0, 4, *b"MQTT", 4, 2, 0, 60, 0, 6, *SERIAL.encode()])
+# the serve's limit on open files: the link then holds OPEN_FILES - RESERVED_FILES devices
+OPEN_FILES = 200
+
+
+async def test_a_device_past_the_open_files_limit_is_refused_and_the_next_one_let_in(
+    sqlite_url, tmp_path
+):
+    """At its limit the link closes a new device's socket at once, counts it and logs the
+    episode once; HTTP answers meanwhile, and once a socket closes a device gets in."""
+    await provision(sqlite_url)
+    port, env = mqtt_environment()
+    capacity = device_capacity(OPEN_FILES)
+    held: list[socket.socket] = []
+    with running_server(
+        sqlite_url, tmp_path, env=env, device_link=True, open_files=OPEN_FILES
+    ) as server:
+        bearer = served_token(server, OWNER)
+        try:
+            assert samples(server)["devicecontrol_device_sockets_capacity"] == capacity
+            held += [socket.create_connection(("127.0.0.1", port)) for _ in range(capacity)]
+            await eventually(
+                lambda: samples(server)["devicecontrol_device_sockets_open"] == capacity
+            )
+            for _ in range(3):
+                assert await asyncio.to_thread(_closed_at_once, port)
+            read = ONE_SHOT.get(f"{server.base_url}/v1/controllers/{SERIAL}",
+                                headers={"Authorization": f"Bearer {bearer}"}, timeout=10)  # fmt: skip
+            assert read.status_code == 200, read.text
+            held.pop().close()
+            assert await eventually(lambda: _connects(port))
+        finally:
+            for sock in held:
+                sock.close()
+        refused = samples(server)[
+            'devicecontrol_device_connections_closed_total{reason="file_limit"}'
+        ]
+    assert refused >= 3
+    assert len(_events(server.stderr(), "device_connections_at_file_limit")) == 1
+    [ended] = _events(server.stderr(), "device_connections_below_file_limit")
+    assert ended["refused"] == refused
+
+
+def _closed_at_once(port: int) -> bool:
+    """A device's connection, and its CONNECT: the link ends it without a byte (a reset)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        try:
+            sock.sendall(CONNECT_PACKET)
+            return sock.recv(16) == b""
+        except ConnectionError:
+            return True

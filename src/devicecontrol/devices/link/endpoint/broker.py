@@ -14,6 +14,8 @@ packets are amqtt's codec (``packets.py``); the rules are the link's (``ports.Pr
 - **Acknowledged after commit.** A QoS 1 PUBLISH is PUBACKed (and a QoS 2 one PUBCOMPed)
   once the link has stored it, in the order the PUBLISHes came; meanwhile the socket is
   read on. While the link's queue is full nothing is read: TCP holds the device back.
+- **At most as many connections as the process has files for** (``file_limit.py``): one
+  past them is closed at once, counted and logged once per episode.
 - **Keep-alive.** What the device asked, unless 0 or above the maximum; 1.5 times that
   without a packet closes the connection (not while the link holds the device back).
 - **Persistent sessions** keep one thing, whether the device subscribed to its commands:
@@ -44,6 +46,11 @@ from devicecontrol.config import Settings
 from devicecontrol.devices import topics
 from devicecontrol.devices.link.acks import InOrderAcknowledgements
 from devicecontrol.devices.link.endpoint import packets
+from devicecontrol.devices.link.endpoint.file_limit import (
+    ConnectionGate,
+    device_capacity,
+    raise_soft_limit,
+)
 from devicecontrol.devices.link.endpoint.packets import BrokenRule, Packet, PacketRuleBroken
 from devicecontrol.devices.link.listener import granted_keep_alive, listening_socket, tls_context
 from devicecontrol.devices.link.ports import DeviceConnection, ProvingLink
@@ -103,6 +110,7 @@ class DeviceEndpoint:
         self._sessions: dict[DeviceConnection, _Session] = {}
         self._by_serial: dict[str, _Session] = {}
         self._serving: set[asyncio.Task[None]] = set()
+        self._gate = ConnectionGate(device_capacity(raise_soft_limit()))
 
     @property
     def port(self) -> int | None:
@@ -120,6 +128,7 @@ class DeviceEndpoint:
             if self.settings.mqtt_tls_cert and self.settings.mqtt_tls_key:
                 context = tls_context(self.settings.mqtt_tls_cert, self.settings.mqtt_tls_key)
             await self.link.reset_online()
+            self._gate.watch_accept_failures(asyncio.get_running_loop())
             self._server = await asyncio.start_server(self._serve, sock=listener, ssl=context)
         except BaseException:
             listener.close()
@@ -153,6 +162,17 @@ class DeviceEndpoint:
     # --- one connection -------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._gate.admit():  # at the open files limit (file_limit.py)
+            writer.transport.abort()
+            return
+        try:
+            await self._serve_admitted(reader, writer)
+        finally:
+            self._gate.release()
+
+    async def _serve_admitted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._serving.add(task)
