@@ -140,8 +140,11 @@ def link_pid(serve: subprocess.Popen[bytes]) -> int:
 class Device:
     """One device on a raw socket: CONNECT, then QoS 1 readings, PUBACK times kept."""
 
-    def __init__(self, n: int, port: int, serial_number: str | None = None) -> None:
+    def __init__(
+        self, n: int, port: int, serial_number: str | None = None, *, source: str | None = None
+    ) -> None:
         self.n, self.port = n, port
+        self.source = source  # the local address to connect from (each has its own ports)
         self.sn = serial_number or serial(n)
         self.sent: dict[int, float] = {}
         self.latencies: list[float] = []
@@ -157,7 +160,10 @@ class Device:
         """CONNECT, built once per device, and its CONNACK read as the 4 bytes it is: the
         generator's cost per connect is the socket (it shares the 2 cores with the service,
         and a reconnect storm opens 2,000 sockets at once)."""
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        local = (self.source, 0) if self.source else None
+        self.reader, self.writer = await asyncio.open_connection(
+            "127.0.0.1", self.port, local_addr=local
+        )
         if self.connect_packet is None:
             header = ConnectVariableHeader(keep_alive=300)
             header.clean_session_flag = header.username_flag = header.password_flag = True

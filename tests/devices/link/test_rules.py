@@ -266,7 +266,7 @@ async def test_a_connection_is_online_until_it_ends(link):
     assert link.connections == {SERIAL: connection}
     link.connection_ended(connection)
     assert link.connections == {}
-    assert connection.ended.is_set()
+    assert connection.is_ended
     assert link.ingest.presence.calls == [(1, True), (1, False)]
 
 
@@ -278,7 +278,7 @@ async def test_a_take_over_keeps_the_device_online(link):
     assert previous is first
     link.connection_started(second)
     link.connection_ended(first)
-    assert first.ended.is_set()
+    assert first.is_ended
     assert link.connections == {SERIAL: second}
     assert link.ingest.presence.calls == [(1, True), (1, True)]
     link.connection_ended(second)

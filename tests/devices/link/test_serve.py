@@ -298,8 +298,10 @@ async def test_a_device_past_the_open_files_limit_is_refused_and_the_next_one_le
             )
             for _ in range(3):
                 assert await asyncio.to_thread(_closed_at_once, port)
-            read = ONE_SHOT.get(f"{server.base_url}/v1/controllers/{SERIAL}",
-                                headers={"Authorization": f"Bearer {bearer}"}, timeout=10)  # fmt: skip
+            authorization = {"Authorization": f"Bearer {bearer}"}
+            read = ONE_SHOT.get(
+                f"{server.base_url}/v1/controllers/{SERIAL}", headers=authorization, timeout=10
+            )
             assert read.status_code == 200, read.text
             held.pop().close()
             assert await eventually(lambda: _connects(port))

@@ -135,7 +135,7 @@ class DeviceLink:
         await asyncio.gather(*others, return_exceptions=True)
         await self.broker.shutdown()
         if not self.broker.devices_outlive_link:
-            ends = [connection.ended.wait() for connection in self._connections.live]
+            ends = [connection.wait_ended() for connection in self._connections.live]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*ends), STOP_WAIT_S)
         await self.mailbox.drained()

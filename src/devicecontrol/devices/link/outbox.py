@@ -168,7 +168,7 @@ class Outbox:
 
     async def _delivery(self, connection: DeviceConnection, queued: Deliveries) -> None:
         try:
-            if connection.ended.is_set() or not connection.subscribed:
+            if connection.is_ended or not connection.subscribed:
                 return
             device = connection.identity
             match queued:
@@ -192,7 +192,7 @@ class Outbox:
             self._delivering.discard(connection)
             again = connection in self._again
             self._again.discard(connection)
-            if again and connection.subscribed and not connection.ended.is_set():
+            if again and connection.subscribed and not connection.is_ended:
                 self._deliver(connection, ToRead.STILL_QUEUED)  # what was made while this one ran
 
     async def _publish_in_order(self, device: DeviceIdentity, rows: Sequence[Row[Any]]) -> None:

@@ -67,7 +67,7 @@ class Connections(Mapping[str, DeviceConnection]):
     def end(self, connection: DeviceConnection) -> bool:
         """A connection ended; True when it was its device's current one (the device is
         offline now), False when it had been taken over (the device is still online)."""
-        connection.ended.set()
+        connection.end()
         self._live.discard(connection)
         device = connection.identity
         if self._current.get(device.serial_number) is not connection:
@@ -79,7 +79,7 @@ class Connections(Mapping[str, DeviceConnection]):
     def clear(self) -> None:
         """Forget every connection (the link knows of none any more)."""
         for connection in self._current.values():
-            connection.ended.set()
+            connection.end()
             self._live.discard(connection)
         self._current.clear()
         self._by_controller.clear()

@@ -165,14 +165,6 @@ class DeviceEndpoint:
         if not self._gate.admit():  # at the open files limit (file_limit.py)
             writer.transport.abort()
             return
-        try:
-            await self._serve_admitted(reader, writer)
-        finally:
-            self._gate.release()
-
-    async def _serve_admitted(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._serving.add(task)
@@ -191,6 +183,7 @@ class DeviceEndpoint:
             pass
         finally:
             writer.transport.abort()
+            self._gate.release()
             if session is not None:
                 self._ended(session)
             self._serving.discard(task)
@@ -231,7 +224,7 @@ class DeviceEndpoint:
         if previous is not None:  # MQTT: a new connection with a client id in use ends the old
             await self.close_connection(previous)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(previous.ended.wait(), TAKE_OVER_WAIT_S)
+                await asyncio.wait_for(previous.wait_ended(), TAKE_OVER_WAIT_S)
         keep_alive = granted_keep_alive(connect.keep_alive, self.settings.mqtt_max_keepalive_s)
         session = _Session(connection, writer, silence_s=math.ceil(keep_alive * 1.5))
         self._sessions[connection] = session

@@ -82,14 +82,16 @@ class ConnectionGate:
         """A device not let in for want of files: counted, the episode's first logged."""
         DEVICE_CONNECTIONS_CLOSED.labels(REASON).inc()
         if self._refused == 0:
-            emit(logger, logging.WARNING, {"event": "device_connections_at_file_limit",
-                                           "open": self.open, "capacity": self.capacity})  # fmt: skip
+            line = {"event": "device_connections_at_file_limit", "open": self.open,
+                    "capacity": self.capacity}  # fmt: skip
+            emit(logger, logging.WARNING, line)
         self._refused += 1
 
     def _end_episode(self) -> None:
         if self._refused:
-            emit(logger, logging.WARNING, {"event": "device_connections_below_file_limit",
-                                           "refused": self._refused, "open": self.open})  # fmt: skip
+            line = {"event": "device_connections_below_file_limit",
+                    "refused": self._refused, "open": self.open}  # fmt: skip
+            emit(logger, logging.WARNING, line)
             self._refused = 0
 
     def watch_accept_failures(self, loop: asyncio.AbstractEventLoop) -> None:
