@@ -43,6 +43,7 @@ from sqlalchemy import func, select
 from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.devices import (
     ANSWERING,
+    CLOCK_TICKS,
     AnsweringDevice,
     Device,
     command_round_trips,
@@ -67,7 +68,10 @@ from devicecontrol.database.tables import controllers
 GENERATORS = 4
 CONNECTS_AT_ONCE = 100  # in each generator
 GENERATOR_NICENESS = 10
+PINGREQ = b"\xc0\x00"  # the PINGRESPs are read (and ignored) by each device's reader
+PING_SECONDS = 10.0
 RECONNECT_EVERY_S = 0.5  # a device whose connection was refused tries again after this
+IDLE_S = 5.0  # the link's CPU with every device connected and quiet
 
 
 # --- the generators: each a process holding its share of the devices -------------------------
@@ -96,6 +100,16 @@ async def _generate(source: str, port: int, first: int, count: int, pipe: Connec
             sent = await publish_for(devices, rate, seconds)
             await asyncio.sleep(3)  # the last PUBACKs
             pipe.send((sent, [x for d in devices for x in d.latencies]))
+        elif order == "ping":  # one PINGREQ each, spread over ``argument`` seconds
+            began = time.perf_counter()
+            for n, device in enumerate(devices):
+                assert device.writer is not None
+                device.writer.write(PINGREQ)
+                ahead = began + argument * n / len(devices) - time.perf_counter()
+                if ahead > 0.005:
+                    await asyncio.sleep(ahead)
+            await asyncio.sleep(1)
+            pipe.send(len(devices))
         elif order == "reconnect":  # the link is gone: every socket ends; connect again
             await asyncio.gather(*readers, return_exceptions=True)
             began = time.perf_counter()
@@ -152,6 +166,12 @@ class Generators:
 # --- the measurement ------------------------------------------------------------------------
 
 
+def link_cpu_s(serve: Any) -> float:
+    """CPU seconds the link process has used (utime + stime)."""
+    fields = (Path("/proc") / str(link_pid(serve)) / "stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def available_memory_bytes() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -192,10 +212,15 @@ async def measure(base_url: str, mqtt_port: int, serve: Any, args: argparse.Name
         async with timed_reads(base_url, headers, args.devices, workdir) as calm:
             await asyncio.sleep(5)
         rss_before, memory_before = link_rss_bytes(serve), available_memory_bytes()
+        cpu_before = link_cpu_s(serve)
         async with timed_reads(base_url, headers, args.devices, workdir) as during_connect:
             connect_s = max(await generators.order("connect"))
         online_s = await until_online(args.database_url, args.devices, 60)
+        connect_cpu = link_cpu_s(serve) - cpu_before
         await asyncio.sleep(2)  # idle
+        cpu_before = link_cpu_s(serve)
+        await asyncio.sleep(IDLE_S)
+        idle_cpu = link_cpu_s(serve) - cpu_before
         rss_after, memory_after = link_rss_bytes(serve), available_memory_bytes()
 
         answering = []
@@ -205,13 +230,15 @@ async def measure(base_url: str, mqtt_port: int, serve: Any, args: argparse.Name
             answering.append(asyncio.create_task(answerer.answer()))
         await asyncio.sleep(0.5)  # subscribed
         stored_before = await stored_readings(args.database_url)
+        cpu_before = link_cpu_s(serve)
         flow = asyncio.create_task(
             generators.order("publish", (args.rate / args.generators, args.seconds))
         )
         round_trips, commands_failed = await command_round_trips(
             base_url, headers, args.devices, args.seconds
         )
-        published = await flow
+        published = await flow  # its 3 s for the last PUBACKs included
+        flow_cpu = link_cpu_s(serve) - cpu_before
         await asyncio.sleep(2)
         stored = await stored_readings(args.database_url) - stored_before
         sent = sum(s for s, _ in published)
@@ -219,6 +246,9 @@ async def measure(base_url: str, mqtt_port: int, serve: Any, args: argparse.Name
         dropped = await dropped_messages(base_url)
         for task in answering:
             task.cancel()
+        cpu_before = link_cpu_s(serve)
+        pinged = sum(await generators.order("ping", PING_SECONDS))
+        ping_cpu = link_cpu_s(serve) - cpu_before - idle_cpu * (PING_SECONDS + 1) / IDLE_S
 
         async with timed_reads(base_url, headers, args.devices, workdir) as during_restart:
             os.kill(link_pid(serve), signal.SIGKILL)
@@ -238,12 +268,16 @@ async def measure(base_url: str, mqtt_port: int, serve: Any, args: argparse.Name
         "link_bytes_per_idle_device": (rss_after - rss_before) / args.devices,
         "link_rss_mb": rss_after / 2**20,
         "machine_memory_used_by_fleet_mb": (memory_before - memory_after) / 2**20,
+        "link_cpu_ms_per_connect": connect_cpu * 1000 / args.devices,
+        "link_cpu_idle_cores": idle_cpu / IDLE_S,
+        "link_cpu_ms_per_ping": ping_cpu * 1000 / pinged,
         "offered_per_s": sent / args.seconds,
         "stored_per_s": stored / args.seconds,
         "sent": sent,
         "acknowledged": len(latencies),
         "stored": stored,
         "device_messages_dropped": ", ".join(f"{k} {v:.0f}" for k, v in dropped.items()) or "0",
+        "link_cpu_ms_per_reading": flow_cpu * 1000 / max(stored, 1),
         "puback_p50_ms": quantile(latencies, 0.5) * 1000,
         "puback_p99_ms": quantile(latencies, 0.99) * 1000,
         "commands": len(round_trips),

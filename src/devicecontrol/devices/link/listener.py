@@ -10,6 +10,11 @@ import ssl
 
 from devicecontrol.devices.link.ports import LinkError
 
+# connections the kernel completes before the link accepts them: a reconnect storm of a
+# whole fleet arrives at once, and a SYN past a full backlog waits 1 s, then 3, to be sent
+# again. Linux caps it at net.core.somaxconn (4096 since kernel 5.4)
+LISTEN_BACKLOG = 4096
+
 
 def listening_socket(listen: str) -> socket.socket:
     """The broker's socket, bound now: a taken port or a bad address is a ``LinkError``."""
@@ -17,7 +22,7 @@ def listening_socket(listen: str) -> socket.socket:
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, int(port)), family=family, backlog=512)
+        return socket.create_server((host, int(port)), family=family, backlog=LISTEN_BACKLOG)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise LinkError(
