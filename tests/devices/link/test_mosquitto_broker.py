@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import ssl
+import traceback
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -337,9 +338,22 @@ async def test_the_link_reconnects_after_a_broker_restart_and_devices_come_back(
     assert server.stderr().count("lost the MQTT broker") == 1
 
 
-# once in a full run (of about 40) it waited on something for pytest's whole 240 s; the
-# budget turns that into a failure whose traceback shows the await, and it gets one rerun
+# in full runs it has waited on something for pytest's whole 240 s (twice on 2026-11-28,
+# never alone): the budget turns that into a failure that names the awaits it hung in (the
+# run's summary shows a rerun's reason), and it gets one rerun
 HANG_BUDGET_S = 60
+
+
+@asynccontextmanager
+async def hang_budget(seconds: float):
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError as timeout:
+        cancelled = timeout.__context__ or timeout
+        frames = traceback.extract_tb(cancelled.__traceback__)[-6:]
+        where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.line}" for f in frames[::-1])
+        raise AssertionError(f"hung for {seconds} s in: {where}") from None
 
 
 @FLAKY_IN_FULL_RUNS
@@ -353,7 +367,7 @@ async def test_the_link_connects_again_when_its_connection_is_closed_or_stalls(
     broker's restart is the test above, through ``serve``."""
     await provision(broker, sqlite_url, SERIAL)
     async with (
-        asyncio.timeout(HANG_BUDGET_S),
+        hang_budget(HANG_BUDGET_S),
         tcp_proxy(broker.port) as proxy,
         database(sqlite_url) as runtime,
     ):
