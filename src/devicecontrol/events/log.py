@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 import msgspec
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import bindparam, delete, func, insert, select, text
 
 from devicecontrol.clock import format_timestamp, utcnow
 from devicecontrol.database.engine import Writer
@@ -101,7 +101,10 @@ async def append(connection: Writer, new: Sequence[NewEvent]) -> int | None:
     once the transaction has committed (None: nothing logged)."""
     if not new:
         return None
-    if connection.dialect.name == "postgresql":
+    postgresql = connection.dialect.name == "postgresql"
+    if postgresql and len(new) == 1:
+        return await _append_one_locked(connection, new[0])
+    if postgresql:
         await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK})
     now = utcnow()
     rows = [
@@ -124,6 +127,39 @@ async def append(connection: Writer, new: Sequence[NewEvent]) -> int | None:
     await connection.execute(insert(events), rows)
     newest: int = (await connection.execute(select(func.max(events.c.id)))).scalar_one()
     return newest
+
+
+# one event on PostgreSQL: the lock and the row in one statement (a round trip fewer for
+# each command's event). The CTE holds a volatile function, so PostgreSQL runs it once and
+# before the row it feeds: the lock is held before the row's id is drawn from its sequence
+_LOCK_THEN_ONE_EVENT = (
+    insert(events)
+    .from_select(
+        ["controller_id", "kind", "user_id", "data", "created_at"],
+        select(
+            bindparam("controller_id", type_=events.c.controller_id.type),
+            bindparam("kind", type_=events.c.kind.type),
+            bindparam("user_id", type_=events.c.user_id.type),
+            bindparam("data", type_=events.c.data.type),
+            bindparam("created_at", type_=events.c.created_at.type),
+        ).select_from(
+            select(func.pg_advisory_xact_lock(bindparam("key")).label("locked")).cte("locked")
+        ),
+    )
+    .returning(events.c.id)
+)
+
+
+async def _append_one_locked(connection: Writer, event: NewEvent) -> int:
+    row = {
+        "key": APPEND_LOCK,
+        "controller_id": event.controller_id,
+        "kind": event.kind.value,
+        "user_id": event.user_id,
+        "data": event.data,
+        "created_at": utcnow(),
+    }
+    return int((await connection.execute(_LOCK_THEN_ONE_EVENT, row)).scalar_one())
 
 
 async def announce(changes: Changes, newest: int | None = 0) -> None:
