@@ -90,6 +90,8 @@ async def test_claim_hand_over_and_release_keep_the_apis_rules(settings):
         right = {"serial_number": "CODED-1", "claim_code": "1234"}
         claimed = await http.post("/app/claim", data=right, headers=headers)
         assert claimed.status_code == 200 and "CODED-1 is yours now" in claimed.text
+        again = await http.post("/app/claim", data=right, headers=headers)
+        assert again.status_code == 200 and "CODED-1 is yours already" in again.text
         nobody = await http.post(
             "/app/controllers/CODED-1/handover",
             data={"owner": "nobody@example.com"},

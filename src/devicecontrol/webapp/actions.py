@@ -15,6 +15,7 @@ from litestar.response import Template
 from devicecontrol.auth.sessions import WebSession, end_session, start_session
 from devicecontrol.controllers import service as controllers
 from devicecontrol.devices.commands import service as commands
+from devicecontrol.errors import NotFound
 from devicecontrol.http.addresses import client_address
 from devicecontrol.runtime import Runtime
 from devicecontrol.webapp.activity import latest_commands
@@ -86,14 +87,24 @@ async def claim(
     viewer: NamedDependency[WebSession],
     data: Annotated[ClaimForm, Form],
 ) -> Template:
-    """The API's assign; the answer is a message and the list's rows, refreshed."""
+    """The API's assign; the answer is a message and the list's rows, refreshed. A claim
+    of one's own controller changes nothing (the API's assign is idempotent) and says so."""
     serial = data.serial_number.strip()
+    owned_already = await _owns(runtime, viewer.user_id, serial)
     await controllers.assign_controller(
         runtime, viewer.user_id, serial, claim_code=data.claim_code or None
     )
     rows, _ = await controller_rows(runtime, viewer.user_id)
-    message = words("claim.done", serial=serial)
+    message = words("claim.already" if owned_already else "claim.done", serial=serial)
     return page("_claimed.html", viewer, message=message, alert=False, rows=rows, oob=True)
+
+
+async def _owns(runtime: Runtime, user_id: int, serial: str) -> bool:
+    try:
+        await controllers.get_controller(runtime, user_id, serial)
+    except NotFound:
+        return False
+    return True
 
 
 @post("/app/controllers/{serial_number:str}/handover", include_in_schema=False, status_code=200)
