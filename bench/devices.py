@@ -529,13 +529,32 @@ def run_serve(
         return asyncio.run(measure(base_url, mqtt_port, serve, args))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.devices", description=__doc__)
-    parser.add_argument("--devices", type=int, default=1000)
+def add_fleet_arguments(parser: argparse.ArgumentParser, *, devices: int) -> None:
+    """The options every fleet bench takes: its size, its rate and time, its database."""
+    parser.add_argument("--devices", type=int, default=devices)
     parser.add_argument("--rate", type=float, default=1000, help="readings a second, in all")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
+
+
+@contextlib.contextmanager
+def provisioned_fleet(args: argparse.Namespace, prefix: str) -> Iterator[tuple[int, int]]:
+    """A work directory and a throw-away database with ``args.devices`` devices (and the
+    answering ones), named in ``args.workdir`` and ``args.database_url``; two free ports,
+    for HTTP and MQTT."""
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as workdir,
+        throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
+    ):
+        args.database_url, args.workdir = database_url, workdir
+        provision(database_url, args.devices, Path(workdir))
+        yield free_port(), free_port()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.devices", description=__doc__)
+    add_fleet_arguments(parser, devices=1000)
     parser.add_argument("--no-storm", dest="storm", action="store_false")
     parser.add_argument("--profile", help="py-spy's collapsed stacks of the link, to this file")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
@@ -554,13 +573,8 @@ def main() -> None:
     if args.broker == "rabbitmq":
         print_result(rabbitmq_and_hook(args), width=44, decimals=2)
         return
-    with (
-        tempfile.TemporaryDirectory(prefix="devicecontrol-bench-devices-") as workdir,
-        throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
-    ):
-        args.database_url, args.workdir = database_url, workdir
-        provision(database_url, args.devices, Path(workdir))
-        port, mqtt_port = free_port(), free_port()
+    with provisioned_fleet(args, "devicecontrol-bench-devices-") as (port, mqtt_port):
+        database_url, workdir = args.database_url, args.workdir
         with contextlib.ExitStack() as stack:
             env = {**os.environ, "DEVICECONTROL_LOG_LEVEL": "warning"}
             if args.broker == "mosquitto":

@@ -31,7 +31,6 @@ import multiprocessing
 import os
 import resource
 import signal
-import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -40,12 +39,12 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from bench.databases import DEFAULT_POSTGRESQL_URL, throwaway_database
 from bench.devices import (
     ANSWERING,
     CLOCK_TICKS,
     AnsweringDevice,
     Device,
+    add_fleet_arguments,
     command_round_trips,
     connect_all,
     dropped_messages,
@@ -53,7 +52,7 @@ from bench.devices import (
     link_rss_bytes,
     login,
     print_result,
-    provision,
+    provisioned_fleet,
     publish_for,
     quantile,
     quantile_fine,
@@ -61,7 +60,6 @@ from bench.devices import (
     stored_readings,
     timed_reads,
 )
-from bench.servers import free_port
 from devicecontrol.database.engine import Database
 from devicecontrol.database.tables import controllers
 
@@ -294,26 +292,16 @@ async def measure(base_url: str, mqtt_port: int, serve: Any, args: argparse.Name
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.link_fleet", description=__doc__)
-    parser.add_argument("--devices", type=int, default=19_000)
-    parser.add_argument("--rate", type=float, default=1000, help="readings a second, in all")
-    parser.add_argument("--seconds", type=float, default=20)
+    add_fleet_arguments(parser, devices=19_000)
     parser.add_argument("--generators", type=int, default=GENERATORS)
-    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
-    parser.add_argument("--postgresql-url", default=DEFAULT_POSTGRESQL_URL)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory(prefix="devicecontrol-bench-fleet-") as workdir,
-        throwaway_database(args.backend, args.devices, args.postgresql_url) as database_url,
-    ):
-        args.database_url, args.workdir = database_url, workdir
-        provision(database_url, args.devices, Path(workdir))
-        port, mqtt_port = free_port(), free_port()
+    with provisioned_fleet(args, "devicecontrol-bench-fleet-") as (port, mqtt_port):
         env = {
             **os.environ,
             "DEVICECONTROL_LOG_LEVEL": "warning",
             "DEVICECONTROL_MQTT_LISTEN": f"127.0.0.1:{mqtt_port}",
         }
-        with serving(database_url, port, env) as (base_url, serve):
+        with serving(args.database_url, port, env) as (base_url, serve):
             result = asyncio.run(measure(base_url, mqtt_port, serve, args))
     print_result(result)
 

@@ -59,6 +59,13 @@ async def make_owner(runtime: Runtime) -> None:
     await make_user(runtime, OWNER)
 
 
+async def provision_owned(runtime: Runtime, serial: str) -> str:
+    """OWNER (made here) and their smart plug ``serial``, with SECRET; the serial."""
+    await make_owner(runtime)
+    await provision(runtime, serial, owner=OWNER)
+    return serial
+
+
 async def owned(runtime: Runtime, serial: str) -> commands.OwnedDevice:
     async with runtime.database.read() as connection:
         row = (

@@ -22,10 +22,9 @@ from tests.controllers.helpers import counted_statements
 from tests.devices.link.support import (
     device,
     eventually,
-    make_owner,
     next_command,
     owned,
-    provision,
+    provision_owned,
     running_link,
 )
 
@@ -40,9 +39,7 @@ MOST_STATEMENTS_PER_COMMAND = 7  # on PostgreSQL too: an event takes the log's l
 
 @pytest.fixture
 async def plug(runtime) -> str:
-    await make_owner(runtime)
-    await provision(runtime, SERIAL, owner="ana@example.com")
-    return SERIAL
+    return await provision_owned(runtime, SERIAL)
 
 
 async def test_a_command_costs_the_link_a_fixed_number_of_statements(

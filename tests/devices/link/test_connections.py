@@ -24,11 +24,11 @@ from tests.devices.link.support import (
     eventually,
     is_offline,
     is_online,
-    make_owner,
     metric,
     new_command,
     next_command,
     provision,
+    provision_owned,
     running_link,
     stored_readings,
     writes_locked,
@@ -140,8 +140,7 @@ async def test_start_up_sets_every_device_offline_until_it_connects(runtime):
 
 
 async def test_a_second_connection_takes_over_and_the_device_stays_online(runtime):
-    await make_owner(runtime)
-    await provision(runtime, SERIAL, owner="ana@example.com")
+    await provision_owned(runtime, SERIAL)
     async with running_link(runtime) as link:
         async with device(link, SERIAL) as first:
             await eventually(lambda: is_online(runtime, SERIAL))
@@ -161,8 +160,7 @@ async def test_a_refused_connect_with_a_live_devices_serial_leaves_the_device_al
 ):
     """amqtt 0.12.1 alone would delete the live session's subscription (clean) or take the
     connection over (persistent) before refusing the intruder."""
-    await make_owner(runtime)
-    await provision(runtime, SERIAL, owner="ana@example.com")
+    await provision_owned(runtime, SERIAL)
     async with running_link(runtime) as link:
         live = device(link, SERIAL, clean_session=clean_session)
         async with live:

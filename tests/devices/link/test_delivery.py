@@ -15,11 +15,10 @@ from tests.devices.link.support import (
     command_status,
     device,
     eventually,
-    make_owner,
     new_command,
     next_command,
     nothing_arrives,
-    provision,
+    provision_owned,
     running_link,
 )
 
@@ -29,9 +28,7 @@ COMMANDS = f"devices/{SERIAL}/commands"
 
 @pytest.fixture
 async def plug(runtime) -> str:
-    await make_owner(runtime)
-    await provision(runtime, SERIAL, owner="ana@example.com")
-    return SERIAL
+    return await provision_owned(runtime, SERIAL)
 
 
 async def test_commands_queued_while_offline_arrive_in_order_once_the_device_subscribes(

@@ -14,9 +14,11 @@ from devicecontrol.devices.link.endpoint.file_limit import (
     device_capacity,
     raise_soft_limit,
 )
-from devicecontrol.observability.metrics import DEVICE_CONNECTIONS_CLOSED
+from tests.devices.link.support import metric
 
-REFUSED = DEVICE_CONNECTIONS_CLOSED.labels(file_limit.REASON)
+
+def refused() -> float:
+    return metric("devicecontrol_device_connections_closed_total", reason=file_limit.REASON)
 
 
 def test_the_capacity_leaves_the_link_its_reserve():
@@ -37,10 +39,10 @@ def test_the_soft_limit_is_raised_to_the_hard_one():
 def test_one_past_the_capacity_is_refused_counted_and_the_episode_logged_once(caplog):
     caplog.set_level(logging.WARNING, "devicecontrol.devices.link")
     gate = ConnectionGate(2)
-    before = REFUSED._value.get()
+    before = refused()
     assert gate.admit() and gate.admit()
     assert not gate.admit() and not gate.admit()
-    assert REFUSED._value.get() == before + 2
+    assert refused() == before + 2
     gate.release()
     assert gate.admit()
     logged = [record.fields for record in caplog.records]  # type: ignore[attr-defined]
@@ -58,13 +60,13 @@ async def test_asyncio_pausing_accept_for_want_of_files_is_a_refusal_not_a_trace
     try:
         gate = ConnectionGate(5)
         gate.watch_accept_failures(loop)
-        before = REFUSED._value.get()
+        before = refused()
         error = OSError(24, "Too many open files")
         loop.call_exception_handler(
             {"message": "socket.accept() out of system resource", "exception": error}
         )
         loop.call_exception_handler({"message": "something else"})
-        assert REFUSED._value.get() == before + 1
+        assert refused() == before + 1
         assert seen == ["something else"]  # the rest goes to the handler set before
     finally:
         loop.set_exception_handler(None)

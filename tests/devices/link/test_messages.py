@@ -14,12 +14,12 @@ from tests.devices.link.support import (
     controller,
     device,
     eventually,
-    make_owner,
     metric,
     new_command,
     next_command,
     owned,
     provision,
+    provision_owned,
     running_link,
     stored_readings,
 )
@@ -133,8 +133,7 @@ async def test_a_flooding_device_is_limited_without_disturbing_another(runtime, 
 
 
 async def test_a_result_ends_its_command_once_and_repeated_or_unknown_ones_are_dropped(runtime):
-    await make_owner(runtime)
-    await provision(runtime, SERIAL, owner="ana@example.com")
+    await provision_owned(runtime, SERIAL)
     async with running_link(runtime) as link, device(link, SERIAL) as client:
         await client.subscribe(f"devices/{SERIAL}/commands", qos=1)
         command = await new_command(runtime, SERIAL)
